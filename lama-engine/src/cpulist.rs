@@ -91,7 +91,13 @@ impl CpuList {
 
     /// The CPUs of both lists.
     pub fn intersection(&self, other: &CpuList) -> CpuList {
-        CpuList(self.0.iter().copied().filter(|c| other.contains(*c)).collect())
+        CpuList(
+            self.0
+                .iter()
+                .copied()
+                .filter(|c| other.contains(*c))
+                .collect(),
+        )
     }
 }
 
@@ -145,13 +151,22 @@ mod tests {
             e.to_string(),
             "invalid CPU list '0-x': 'x' is not a CPU number (expected a list like 0-3,8,10-11)"
         );
-        assert!(CpuList::parse("3-1").unwrap_err().reason.contains("backwards"));
-        assert!(CpuList::parse("99999999").unwrap_err().reason.contains("larger"));
+        assert!(CpuList::parse("3-1")
+            .unwrap_err()
+            .reason
+            .contains("backwards"));
+        assert!(CpuList::parse("99999999")
+            .unwrap_err()
+            .reason
+            .contains("larger"));
     }
 
     #[test]
     fn displays_ranges() {
-        assert_eq!(CpuList::from_cpus([0, 1, 2, 5, 7, 8]).to_string(), "0-2,5,7-8");
+        assert_eq!(
+            CpuList::from_cpus([0, 1, 2, 5, 7, 8]).to_string(),
+            "0-2,5,7-8"
+        );
         assert_eq!(CpuList::new().to_string(), "");
     }
 

@@ -292,7 +292,13 @@ mod tests {
 
     #[test]
     fn synthetic_rejects_what_it_cannot_read() {
-        for bad in ["", "pack:2 core:x pu:2", "pack:2 core:2", "pack:2 cpu:2 pu:1", "pack2 pu:1"] {
+        for bad in [
+            "",
+            "pack:2 core:x pu:2",
+            "pack:2 core:2",
+            "pack:2 cpu:2 pu:1",
+            "pack2 pu:1",
+        ] {
             assert!(Machine::synthetic(bad).is_err(), "{bad}");
         }
     }
@@ -315,7 +321,10 @@ mod tests {
         let mut b = MachineBuilder::new("x");
         b.pu(0, true).pu(1, true).pu(2, true);
         b.object(Level::Core, None, &[0, 2]);
-        assert!(matches!(b.build(), Err(TopologyError::NotContiguous { .. })));
+        assert!(matches!(
+            b.build(),
+            Err(TopologyError::NotContiguous { .. })
+        ));
 
         let mut b = MachineBuilder::new("x");
         b.pu(0, true).pu(0, true);
@@ -324,7 +333,10 @@ mod tests {
         let mut b = MachineBuilder::new("x");
         b.pu(0, true);
         b.object(Level::Core, None, &[7]);
-        assert!(matches!(b.build(), Err(TopologyError::UnknownPu { os: 7, .. })));
+        assert!(matches!(
+            b.build(),
+            Err(TopologyError::UnknownPu { os: 7, .. })
+        ));
 
         let mut b = MachineBuilder::new("x");
         b.pu(0, true).pu(1, true).pu(2, true);

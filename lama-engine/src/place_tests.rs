@@ -1,0 +1,469 @@
+//! Placement semantics: the paper's examples, the defects of Open MPI's LAMA we do not copy
+//! (SPEC §2.9), and property tests of the engine's invariants.
+
+use crate::level::{Level, ALL_LEVELS};
+use crate::spec::{Bind, Layout, Mppr, Order};
+use crate::topology::{Machine, MachineBuilder};
+use crate::{place, CpuList, PlaceError, Placement, Request};
+use proptest::prelude::*;
+
+fn synth(s: &str) -> Machine {
+    Machine::synthetic(s).unwrap()
+}
+
+fn request(layout: &str, bind: &str, np: u32) -> Request {
+    let mut r = Request::new(Layout::parse(layout).unwrap(), np);
+    r.bind = Bind::parse(bind).unwrap();
+    r
+}
+
+/// `(node, mapped PU logical index)` per rank.
+fn mapped(p: &Placement<'_>) -> Vec<(u32, u32)> {
+    p.processes().iter().map(|x| (x.node, x.pu)).collect()
+}
+
+/// Bindings as OS CPU lists per rank.
+fn cpus(p: &Placement<'_>) -> Vec<String> {
+    (0..p.len()).map(|r| p.info(r).cpus.to_string()).collect()
+}
+
+/// The socket (package logical index) of each rank's mapped PU.
+fn sockets(p: &Placement<'_>) -> Vec<usize> {
+    p.processes()
+        .iter()
+        .map(|x| {
+            p.nodes()[x.node as usize]
+                .objects(Level::Socket)
+                .iter()
+                .position(|o| o.pus.contains(&x.pu))
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn paper_example_two_nodes_scbnh() {
+    let m = synth("pack:2 core:4 pu:2");
+    let p = place(&[&m, &m], &request("scbnh", "none", 24)).unwrap();
+    // Node 0's first hardware threads, alternating sockets: s0c0, s1c0, s0c1, s1c1, ...
+    let first: Vec<(u32, u32)> = [0, 8, 2, 10, 4, 12, 6, 14]
+        .iter()
+        .map(|&pu| (0, pu))
+        .collect();
+    let m = mapped(&p);
+    assert_eq!(m[0..8], first[..]);
+    // 8-15: the same on node 1.
+    let node1: Vec<(u32, u32)> = first.iter().map(|&(_, pu)| (1, pu)).collect();
+    assert_eq!(m[8..16], node1[..]);
+    // 16-23: node 0's second hardware threads.
+    let second: Vec<(u32, u32)> = first.iter().map(|&(_, pu)| (0, pu + 1)).collect();
+    assert_eq!(m[16..24], second[..]);
+    assert!(cpus(&p).iter().all(String::is_empty));
+    assert_eq!(p.slurm_distribution(), "plane=8");
+}
+
+#[test]
+fn changeset_example_natural_and_sequential() {
+    let m = synth("pack:2 core:4 pu:1");
+    let mut req = request("scbnh", "1c", 8);
+    let p = place(&[&m], &req).unwrap();
+    assert_eq!(sockets(&p), [0, 1, 0, 1, 0, 1, 0, 1]);
+    req.order = Order::Sequential;
+    let p = place(&[&m], &req).unwrap();
+    assert_eq!(sockets(&p), [0, 0, 0, 0, 1, 1, 1, 1]);
+    assert_eq!(cpus(&p), ["0", "1", "2", "3", "4", "5", "6", "7"]);
+}
+
+#[test]
+fn defect_cache_depth_is_respected() {
+    // Open MPI matched `L2` to the first cache it found (L1). Here each L2 holds two cores, each
+    // with its own L1: round-robin over L2 visits cores 0, 2, 1, 3.
+    let m = synth("pack:1 l2:2 l1:2 core:1 pu:1");
+    let p = place(&[&m], &request("L2csbnh", "1c", 4)).unwrap();
+    assert_eq!(cpus(&p), ["0", "2", "1", "3"]);
+    let p = place(&[&m], &request("L1csbnh", "1c", 4)).unwrap();
+    assert_eq!(cpus(&p), ["0", "1", "2", "3"]);
+    // Binding to an L2 takes both cores under it.
+    let p = place(&[&m], &request("L2csbnh", "1L2", 2)).unwrap();
+    assert_eq!(cpus(&p), ["0-1", "2-3"]);
+}
+
+#[test]
+fn defect_containment_comes_from_the_machine() {
+    // NUMA inside the package (Open MPI assumed NUMA above sockets and mapped nothing).
+    let inside = synth("pack:2 numa:2 core:2 pu:1");
+    let p = place(&[&inside], &request("Ncsbnh", "1c", 8)).unwrap();
+    assert_eq!(cpus(&p), ["0", "2", "1", "3", "4", "6", "5", "7"]);
+    // NUMA above the packages.
+    let above = synth("numa:2 pack:2 core:2 pu:1");
+    let p = place(&[&above], &request("Nscbnh", "1c", 8)).unwrap();
+    assert_eq!(cpus(&p), ["0", "4", "2", "6", "1", "5", "3", "7"]);
+    assert_eq!(p.containment(0), [Level::Numa, Level::Socket, Level::Core]);
+    // One NUMA node per package: the NUMA domain counts as the coarser one.
+    let same = synth("pack:2 numa:1 core:2 pu:1");
+    let p = place(&[&same], &request("Ncsbnh", "1c", 4)).unwrap();
+    assert_eq!(p.containment(0), [Level::Numa, Level::Socket, Level::Core]);
+    assert_eq!(cpus(&p), ["0", "2", "1", "3"]);
+}
+
+#[test]
+fn defect_absent_level_does_not_disable_a_node() {
+    // Node 1 has no L3: the level has width 1 there and the node is used.
+    let with = synth("pack:1 l3:2 core:2 pu:1");
+    let without = synth("pack:1 core:4 pu:1");
+    let p = place(&[&with, &without], &request("L3cnh", "1c", 8)).unwrap();
+    assert_eq!(p.ranks_on(1).len(), 4);
+    assert_eq!(
+        mapped(&p),
+        [
+            (0, 0),
+            (0, 2),
+            (0, 1),
+            (0, 3),
+            (1, 0),
+            (1, 1),
+            (1, 2),
+            (1, 3)
+        ]
+    );
+}
+
+#[test]
+fn defect_widths_come_from_every_branch() {
+    // Socket 0 has one core, socket 1 three: the core width is 3, not the left-most branch's 1.
+    let mut b = MachineBuilder::new("asymmetric");
+    for os in 0..4 {
+        b.pu(os, true);
+    }
+    b.object(Level::Socket, Some(0), &[0]);
+    b.object(Level::Socket, Some(1), &[1, 2, 3]);
+    for c in 0..4 {
+        b.object(Level::Core, Some(c), &[c]);
+    }
+    let m = b.build().unwrap();
+    let p = place(&[&m], &request("scbnh", "1c", 4)).unwrap();
+    assert_eq!(cpus(&p), ["0", "1", "2", "3"]);
+    assert!(p.widths().contains(&(Level::Core, 3)));
+    // A fifth process does not fit: the missing positions of socket 0 are skipped.
+    let e = place(&[&m], &request("scbnh", "1c", 5)).unwrap_err();
+    assert!(matches!(e, PlaceError::Oversubscribed { placed: 4, .. }));
+}
+
+#[test]
+fn defect_sequential_follows_the_hardware_not_just_nodes() {
+    let m = synth("pack:2 core:2 pu:1");
+    let mut req = request("nscbh", "1c", 8);
+    let p = place(&[&m, &m], &req).unwrap();
+    assert_eq!(
+        mapped(&p),
+        [
+            (0, 0),
+            (1, 0),
+            (0, 2),
+            (1, 2),
+            (0, 1),
+            (1, 1),
+            (0, 3),
+            (1, 3)
+        ]
+    );
+    req.order = Order::Sequential;
+    let p = place(&[&m, &m], &req).unwrap();
+    assert_eq!(
+        mapped(&p),
+        [
+            (0, 0),
+            (0, 1),
+            (0, 2),
+            (0, 3),
+            (1, 0),
+            (1, 1),
+            (1, 2),
+            (1, 3)
+        ]
+    );
+    assert_eq!(p.slurm_distribution(), "cyclic");
+}
+
+#[test]
+fn defect_mppr_counts_each_process_once_per_object() {
+    // Each process binds two cores of one socket; a limit of 2 per socket allows two such
+    // processes per socket (Open MPI counted the socket once per bound core).
+    let m = synth("pack:2 core:4 pu:1");
+    let mut req = request("csbnh", "2c", 4);
+    req.mppr = Mppr::parse("2:s").unwrap();
+    let p = place(&[&m], &req).unwrap();
+    assert_eq!(cpus(&p), ["0-1", "2-3", "4-5", "6-7"]);
+}
+
+#[test]
+fn defect_default_mppr_is_none() {
+    // No hidden `1:c`: both hardware threads of a core are used in the first pass.
+    let m = synth("pack:1 core:2 pu:2");
+    let req = request("csbnh", "1c", 4);
+    assert!(req.mppr.is_empty());
+    let p = place(&[&m], &req).unwrap();
+    assert_eq!(p.passes(), 1);
+    assert_eq!(cpus(&p), ["0-1", "2-3", "0-1", "2-3"]);
+}
+
+#[test]
+fn mppr_limits_hold_in_the_first_pass_only() {
+    let m = synth("pack:1 core:2 pu:2");
+    let mut req = request("hcsbn", "1h", 4);
+    req.mppr = Mppr::parse("1:c").unwrap();
+    let e = place(&[&m], &req).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "placed 2 of 4 processes: oversubscribed; layout hcsbn with binding 1h and MPPR 1:c \
+         offers 2 positions on 1 node(s); allow oversubscription (srun --overcommit, lama map \
+         --oversubscribe), ask for fewer processes, or use a smaller binding width or looser \
+         MPPR limits"
+    );
+    req.oversubscribe = true;
+    let p = place(&[&m], &req).unwrap();
+    assert_eq!(p.passes(), 2);
+    assert_eq!(cpus(&p), ["0", "2", "0", "1"]);
+}
+
+#[test]
+fn binding_width_steps_the_loop_and_skips_what_does_not_fit() {
+    let m = synth("pack:2 core:3 pu:1");
+    // c is in the layout: the loop steps by 2 cores; core 2 of socket 1 has no next core.
+    let p = place(&[&m], &request("cnsbh", "2c", 3)).unwrap();
+    assert_eq!(cpus(&p), ["0-1", "2-3", "3-4"]);
+    let e = place(&[&m], &request("cnsbh", "2c", 4)).unwrap_err();
+    assert!(matches!(e, PlaceError::Oversubscribed { placed: 3, .. }));
+    // Binding to a level absent from the layout: map by core, bind to socket.
+    let p = place(&[&m], &request("csbnh", "1s", 4)).unwrap();
+    assert_eq!(cpus(&p), ["0-2", "0-2", "0-2", "3-5"]);
+    // Binding to a level the machine lacks skips every position.
+    let e = place(&[&m], &request("csbnh", "1L3", 1)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "placed 0 of 1 processes: no usable resources: no available PU has 1 L3 cache(s) of its \
+         node from its own onward (binding 1L3)"
+    );
+}
+
+#[test]
+fn restriction_renumbers_what_remains() {
+    // A job given cores 2-3 of socket 0 sees them as socket 0's cores 0-1.
+    let m = synth("pack:2 core:4 pu:1").restrict(&CpuList::from_cpus([2, 3, 4]));
+    let p = place(&[&m], &request("scbnh", "1c", 3)).unwrap();
+    assert_eq!(cpus(&p), ["2", "4", "3"]);
+    assert!(p.widths().contains(&(Level::Core, 2)));
+    let empty = synth("pack:1 core:2 pu:1").restrict(&CpuList::new());
+    let e = place(&[&empty], &request("scbnh", "1c", 1)).unwrap_err();
+    assert!(e.to_string().contains("no node has an available PU"));
+}
+
+#[test]
+fn runs_of_children_without_a_level_count_as_one_position() {
+    // Cores 0-1 share an L3; cores 2-3 have none (E-cores outside the only L3).
+    let mut b = MachineBuilder::new("hybrid");
+    for os in 0..4 {
+        b.pu(os, true);
+    }
+    b.object(Level::Socket, Some(0), &[0, 1, 2, 3]);
+    b.object(Level::L3, Some(0), &[0, 1]);
+    for c in 0..4 {
+        b.object(Level::Core, Some(c), &[c]);
+    }
+    let m = b.build().unwrap();
+    let p = place(&[&m], &request("L3csbnh", "1c", 4)).unwrap();
+    assert_eq!(cpus(&p), ["0", "2", "1", "3"]);
+    // The run is never bound to: binding to L3 skips cores 2 and 3.
+    let p = place(&[&m], &request("L3csbnh", "1L3", 2)).unwrap();
+    assert_eq!(cpus(&p), ["0-1", "0-1"]);
+    assert!(place(&[&m], &request("L3csbnh", "1L3", 3)).is_err());
+}
+
+#[test]
+fn scrambled_os_indexes_are_reported_as_os_indexes() {
+    let mut b = MachineBuilder::new("scrambled");
+    for os in [0, 2, 1, 3] {
+        b.pu(os, true);
+    }
+    b.object(Level::Core, Some(0), &[0, 2]);
+    b.object(Level::Core, Some(1), &[1, 3]);
+    let m = b.build().unwrap();
+    let p = place(&[&m], &request("cbnh", "1h", 2)).unwrap();
+    let info = p.info(1);
+    assert_eq!((info.pu_logical, info.pu_os), (2, 1));
+    assert_eq!(info.cpus.to_string(), "1");
+}
+
+#[test]
+fn zero_processes_is_an_empty_placement() {
+    let m = synth("pack:1 core:1 pu:1");
+    assert!(place(&[&m], &request("scbnh", "1c", 0)).unwrap().is_empty());
+    assert_eq!(
+        place(&[], &request("scbnh", "1c", 1)).unwrap_err(),
+        PlaceError::NoNodes
+    );
+}
+
+#[test]
+fn whole_node_binding() {
+    let m = synth("pack:2 core:2 pu:1");
+    let p = place(&[&m, &m], &request("nscbh", "1n", 2)).unwrap();
+    assert_eq!(cpus(&p), ["0-3", "0-3"]);
+    assert_eq!(mapped(&p), [(0, 0), (1, 0)]);
+}
+
+// Property tests of the invariants.
+
+fn machine() -> impl Strategy<Value = Machine> {
+    (
+        1u32..3,
+        1u32..3,
+        proptest::bool::ANY,
+        1u32..4,
+        1u32..3,
+        proptest::bool::ANY,
+    )
+        .prop_map(|(pack, numa, numa_above, core, pu, l2)| {
+            let mut s = String::new();
+            if numa_above {
+                s += &format!("numa:{numa} pack:{pack} ");
+            } else {
+                s += &format!("pack:{pack} numa:{numa} ");
+            }
+            if l2 && core % 2 == 0 {
+                s += &format!("l2:{} core:2 ", core / 2);
+            } else {
+                s += &format!("core:{core} ");
+            }
+            s += &format!("pu:{pu}");
+            Machine::synthetic(&s).unwrap()
+        })
+}
+
+fn restricted_machine() -> impl Strategy<Value = Machine> {
+    (
+        machine(),
+        proptest::collection::vec(proptest::bool::ANY, 64),
+    )
+        .prop_map(|(m, keep)| {
+            let allowed = CpuList::from_cpus(
+                m.pus()
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| keep[*i % 64] || *i == 0)
+                    .map(|(_, p)| p.os),
+            );
+            m.restrict(&allowed)
+        })
+}
+
+fn layout() -> impl Strategy<Value = Layout> {
+    proptest::sample::subsequence(ALL_LEVELS.to_vec(), 1..=ALL_LEVELS.len())
+        .prop_shuffle()
+        .prop_map(Layout::from_levels)
+}
+
+fn bind() -> impl Strategy<Value = Bind> {
+    prop_oneof![
+        Just(Bind::None),
+        (1u32..3, proptest::sample::select(ALL_LEVELS.to_vec())).prop_map(|(count, level)| {
+            Bind::Width {
+                count: if level == Level::Node { 1 } else { count },
+                level,
+            }
+        })
+    ]
+}
+
+fn mppr() -> impl Strategy<Value = Mppr> {
+    proptest::collection::vec(
+        (1u32..3, proptest::sample::select(ALL_LEVELS.to_vec())),
+        0..3,
+    )
+    .prop_map(Mppr::from_limits)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn placement_invariants(
+        a in restricted_machine(),
+        b in restricted_machine(),
+        layout in layout(),
+        bind in bind(),
+        mppr in mppr(),
+        sequential in proptest::bool::ANY,
+        oversubscribe in proptest::bool::ANY,
+        np in 0u32..40,
+    ) {
+        let req = Request {
+            layout,
+            bind,
+            mppr: mppr.clone(),
+            order: if sequential { Order::Sequential } else { Order::Natural },
+            oversubscribe,
+            np,
+        };
+        let nodes = [&a, &b];
+        let result = place(&nodes, &req);
+        // Deterministic.
+        let again = place(&nodes, &req);
+        prop_assert_eq!(result.is_ok(), again.is_ok());
+        let Ok(p) = result else { return Ok(()) };
+        let again = again.unwrap();
+        prop_assert_eq!(p.processes(), again.processes());
+        prop_assert_eq!(p.len(), np as usize);
+
+        for r in 0..p.len() {
+            let info = p.info(r);
+            let m = nodes[info.node as usize];
+            // Every process is on an available PU of its node.
+            prop_assert!(m.pus()[info.pu_logical as usize].available);
+            // Its binding contains the mapped PU and only available PUs.
+            if bind != Bind::None {
+                prop_assert!(info.bound_logical.contains(&info.pu_logical));
+                prop_assert!(info.bound_logical.iter().all(|&q| m.pus()[q as usize].available));
+            } else {
+                prop_assert!(info.cpus.is_empty());
+            }
+        }
+        if p.passes() == 1 {
+            // Within one pass no two processes share a mapped PU.
+            let mut seen: Vec<(u32, u32)> = p.processes().iter().map(|x| (x.node, x.pu)).collect();
+            seen.sort_unstable();
+            let before = seen.len();
+            seen.dedup();
+            prop_assert_eq!(before, seen.len());
+            // MPPR limits hold.
+            for &(max, level) in mppr.limits() {
+                for (n, m) in nodes.iter().enumerate() {
+                    let objects: Vec<std::ops::Range<u32>> = match level {
+                        Level::Node | Level::Board => std::iter::once(0..m.pus().len() as u32).collect(),
+                        Level::Hwthread => (0..m.pus().len() as u32).map(|q| q..q + 1).collect(),
+                        _ => m.objects(level).iter().map(|o| o.pus.clone()).collect(),
+                    };
+                    for obj in objects {
+                        let users = (0..p.len())
+                            .filter(|&r| p.processes()[r].node == n as u32)
+                            .filter(|&r| {
+                                let info = p.info(r);
+                                let res = if bind == Bind::None {
+                                    vec![info.pu_logical]
+                                } else {
+                                    info.bound_logical
+                                };
+                                res.iter().any(|q| obj.contains(q))
+                            })
+                            .count();
+                        prop_assert!(users as u32 <= max, "{} processes on one {}", users, level);
+                    }
+                }
+            }
+        }
+        if sequential {
+            let keys: Vec<(u32, u32)> = p.processes().iter().map(|x| (x.node, x.pu)).collect();
+            prop_assert!(keys.windows(2).all(|w| w[0] <= w[1]));
+        }
+    }
+}

@@ -1,1 +1,258 @@
-//! Rendering.
+//! Text for people: `[BB/..][..]` pictures, placement tables and topology summaries.
+//!
+//! Pictures follow Open MPI's `--report-bindings`: one bracket per socket, `/` between cores,
+//! one character per hardware thread: `B` bound, `.` available, `-` not available to the job
+//! (outside its cpuset or the `--restrict` set, or disallowed).
+
+use crate::level::Level;
+use crate::place::{place, Placement, Request};
+use crate::spec::{Bind, Layout};
+use crate::topology::Machine;
+use std::fmt::Write;
+
+/// The picture of `machine` with the PUs of `bound` (logical indexes) marked `B`.
+pub fn picture(machine: &Machine, bound: &[u32]) -> String {
+    let pus = machine.pus();
+    let owner = |level: Level| -> Vec<Option<usize>> {
+        let mut v = vec![None; pus.len()];
+        for (k, o) in machine.objects(level).iter().enumerate() {
+            for p in o.pus.clone() {
+                v[p as usize] = Some(k);
+            }
+        }
+        v
+    };
+    let socket = owner(Level::Socket);
+    let core = owner(Level::Core);
+    let mut out = String::with_capacity(pus.len() * 2 + 8);
+    for (i, pu) in pus.iter().enumerate() {
+        let new_socket = i == 0 || socket[i] != socket[i - 1];
+        let new_core = i == 0 || core[i].is_none() || core[i] != core[i - 1];
+        if new_socket {
+            if i > 0 {
+                out.push(']');
+            }
+            out.push('[');
+        } else if new_core {
+            out.push('/');
+        }
+        out.push(if bound.contains(&(i as u32)) {
+            'B'
+        } else if pu.available {
+            '.'
+        } else {
+            '-'
+        });
+    }
+    out.push(']');
+    out
+}
+
+/// Logical index lists in the short form (`L#0-3,8`).
+fn logical_list(pus: &[u32]) -> String {
+    crate::CpuList::from_cpus(pus.iter().copied()).to_string()
+}
+
+/// The preview's text: the request, then per node a table rank → mapped PU, binding (logical
+/// and OS indexes) and picture.
+pub fn placement_text(p: &Placement<'_>) -> String {
+    let req = p.request();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "layout {}  binding {}  mppr {}  order {}  processes {}{}",
+        req.layout,
+        req.bind,
+        req.mppr,
+        req.order,
+        req.np,
+        if p.passes() > 1 {
+            format!("  (oversubscribed: {} passes)", p.passes())
+        } else {
+            String::new()
+        }
+    );
+    let widths: Vec<String> = p.widths().iter().map(|(l, w)| format!("{l}={w}")).collect();
+    let _ = writeln!(out, "maximal tree widths: {}", widths.join(" "));
+    if p.nodes().len() > 1 {
+        let _ = writeln!(
+            out,
+            "node assignment: the same as Slurm's -m {}",
+            p.slurm_distribution()
+        );
+    }
+    for (n, m) in p.nodes().iter().enumerate() {
+        let ranks = p.ranks_on(n as u32);
+        let containment: Vec<&str> = p.containment(n).iter().map(|l| l.token()).collect();
+        let _ = writeln!(
+            out,
+            "\nnode {n}: {} ({} PUs, {} available; nesting {})",
+            m.name(),
+            m.pus().len(),
+            m.available().len(),
+            if containment.is_empty() {
+                "-".to_string()
+            } else {
+                containment.join(" > ")
+            }
+        );
+        if ranks.is_empty() {
+            let _ = writeln!(out, "  no process   {}", picture(m, &[]));
+            continue;
+        }
+        let rows: Vec<[String; 5]> = ranks
+            .iter()
+            .map(|&r| {
+                let info = p.info(r);
+                [
+                    r.to_string(),
+                    format!("L#{} P#{}", info.pu_logical, info.pu_os),
+                    if req.bind == Bind::None {
+                        "-".to_string()
+                    } else {
+                        format!("L#{}", logical_list(&info.bound_logical))
+                    },
+                    if req.bind == Bind::None {
+                        "-".to_string()
+                    } else {
+                        format!("P#{}", info.cpus)
+                    },
+                    picture(m, &info.bound_logical),
+                ]
+            })
+            .collect();
+        let headers = [
+            "rank",
+            "mapped PU",
+            "bound (logical)",
+            "bound (OS)",
+            "picture",
+        ];
+        let mut w = headers.map(str::len);
+        for row in &rows {
+            for (i, cell) in row.iter().enumerate() {
+                w[i] = w[i].max(cell.len());
+            }
+        }
+        let line = |cells: [&str; 5]| -> String {
+            format!(
+                "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+                cells[0],
+                cells[1],
+                cells[2],
+                cells[3],
+                cells[4],
+                w0 = w[0],
+                w1 = w[1],
+                w2 = w[2],
+                w3 = w[3]
+            )
+            .trim_end()
+            .to_string()
+        };
+        let _ = writeln!(out, "{}", line(headers));
+        for row in &rows {
+            let _ = writeln!(
+                out,
+                "{}",
+                line([&row[0], &row[1], &row[2], &row[3], &row[4]])
+            );
+        }
+    }
+    out
+}
+
+/// How the engine sees `machine`: levels in containment order with their widths, and the
+/// available PUs.
+pub fn topology_text(machine: &Machine) -> String {
+    let mut out = String::new();
+    let available = machine.available();
+    let _ = writeln!(
+        out,
+        "{}: {} PUs, {} available (OS {})",
+        machine.name(),
+        machine.pus().len(),
+        available.len(),
+        if available.is_empty() {
+            "none".to_string()
+        } else {
+            available.to_string()
+        }
+    );
+    // A layout naming every level gives the full nesting; placing nothing computes the widths.
+    let every = Layout::from_levels([
+        Level::Hwthread,
+        Level::Core,
+        Level::L1,
+        Level::L2,
+        Level::L3,
+        Level::Die,
+        Level::Socket,
+        Level::Numa,
+        Level::Board,
+        Level::Node,
+    ]);
+    let mut req = Request::new(every, 0);
+    req.bind = Bind::None;
+    match place(&[machine], &req) {
+        Ok(p) => {
+            let width = |l: Level| p.widths().iter().find(|(x, _)| *x == l).map(|x| x.1);
+            let _ = writeln!(
+                out,
+                "levels, coarsest first (objects = available objects on the node; width = most under one parent):"
+            );
+            let mut levels = vec![Level::Node, Level::Board];
+            levels.extend(p.containment(0));
+            levels.push(Level::Hwthread);
+            for l in levels {
+                let objects = match l {
+                    Level::Node | Level::Board => usize::from(!available.is_empty()),
+                    Level::Hwthread => available.len(),
+                    _ => machine
+                        .objects(l)
+                        .iter()
+                        .filter(|o| o.pus.clone().any(|q| machine.pus()[q as usize].available))
+                        .map(|o| (o.pus.start, o.pus.end))
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len(),
+                };
+                let note = if objects == 0 {
+                    "  (absent: width 1)"
+                } else if l == Level::Board {
+                    "  (hwloc has no boards: width 1)"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    out,
+                    "  {:<3} {:<16} objects {:>5}  width {:>4}{note}",
+                    l.token(),
+                    l.name(),
+                    objects,
+                    width(l).unwrap_or(1)
+                );
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "  (cannot enumerate: {e})");
+        }
+    }
+    let _ = writeln!(out, "picture: {}", picture(machine, &[]));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CpuList;
+
+    #[test]
+    fn pictures_show_sockets_cores_and_availability() {
+        let m = Machine::synthetic("pack:2 core:3 pu:2").unwrap();
+        assert_eq!(picture(&m, &[0, 1]), "[BB/../..][../../..]");
+        let r = m.restrict(&CpuList::from_cpus([0, 1, 2, 3, 6, 7]));
+        assert_eq!(picture(&r, &[6]), "[../../--][B./--/--]");
+        let flat = Machine::synthetic("pu:3").unwrap();
+        assert_eq!(picture(&flat, &[2]), "[././B]");
+    }
+}

@@ -2,7 +2,8 @@
 //!
 //! Pictures follow Open MPI's `--report-bindings`: one bracket per socket, `/` between cores,
 //! one character per hardware thread: `B` bound, `.` available, `-` not available to the job
-//! (outside its cpuset or the `--restrict` set, or disallowed).
+//! (outside its cpuset or the `--restrict` set, or disallowed). A process without binding shows
+//! its mapped hardware thread as `m`.
 
 use crate::level::Level;
 use crate::place::{place, Placement, Request};
@@ -12,6 +13,11 @@ use std::fmt::Write;
 
 /// The picture of `machine` with the PUs of `bound` (logical indexes) marked `B`.
 pub fn picture(machine: &Machine, bound: &[u32]) -> String {
+    picture_with(machine, bound, 'B')
+}
+
+/// The picture of `machine` with the PUs of `marked` (logical indexes) shown as `mark`.
+pub fn picture_with(machine: &Machine, marked: &[u32], mark: char) -> String {
     let pus = machine.pus();
     let owner = |level: Level| -> Vec<Option<usize>> {
         let mut v = vec![None; pus.len()];
@@ -36,8 +42,8 @@ pub fn picture(machine: &Machine, bound: &[u32]) -> String {
         } else if new_core {
             out.push('/');
         }
-        out.push(if bound.contains(&(i as u32)) {
-            'B'
+        out.push(if marked.contains(&(i as u32)) {
+            mark
         } else if pu.available {
             '.'
         } else {
@@ -117,7 +123,11 @@ pub fn placement_text(p: &Placement<'_>) -> String {
                     } else {
                         format!("P#{}", info.cpus)
                     },
-                    picture(m, &info.bound_logical),
+                    if req.bind == Bind::None {
+                        picture_with(m, &[info.pu_logical], 'm')
+                    } else {
+                        picture(m, &info.bound_logical)
+                    },
                 ]
             })
             .collect();

@@ -1,0 +1,139 @@
+//! Every real machine in `../shared/topologies/` loads with the facts hwloc knows about it, and
+//! maps with several layouts. Skipped, with a printed reason, where the folder is absent.
+
+use lama_engine::{place, Bind, Layout, Level, Machine, Mppr, Request};
+use lama_hwloc::{load, Source};
+use std::path::{Path, PathBuf};
+
+fn folder() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/topologies");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        println!("skipping: {} is absent", dir.display());
+        None
+    }
+}
+
+fn machine(name: &str) -> Option<Machine> {
+    Some(load(&Source::Xml(folder()?.join(name))).unwrap())
+}
+
+fn count(m: &Machine, level: Level) -> usize {
+    m.objects(level).len()
+}
+
+#[test]
+fn skylake() {
+    let Some(m) = machine("Intel-Skylake-2xXeon6140.xml") else {
+        return;
+    };
+    assert_eq!(
+        (
+            count(&m, Level::Socket),
+            count(&m, Level::Core),
+            m.pus().len()
+        ),
+        (2, 36, 72)
+    );
+    // OS indexes are not in logical order: the second hardware thread of core 0 is P#36.
+    assert_eq!(m.pus()[1].os, 36);
+}
+
+#[test]
+fn knights_landing() {
+    let Some(m) = machine("Intel-KnightsLanding-XeonPhi-7210.xml") else {
+        return;
+    };
+    assert_eq!(
+        (m.pus().len(), count(&m, Level::Core), count(&m, Level::L2)),
+        (256, 64, 32)
+    );
+}
+
+#[test]
+fn zen3_has_l3_below_the_package() {
+    let Some(m) = machine("AMD-19h-Zen3-2xEpyc-7763.xml") else {
+        return;
+    };
+    assert_eq!((count(&m, Level::Socket), count(&m, Level::L3)), (2, 16));
+    let p = place(&[&m], &Request::new(Layout::parse("L3scbnh").unwrap(), 1)).unwrap();
+    assert_eq!(p.containment(0), [Level::Socket, Level::L3, Level::Core]);
+}
+
+#[test]
+fn disallowed_pus_are_unavailable() {
+    let Some(m) = machine("32amd64-4s2n4c-cgroup2.disallowed.xml") else {
+        return;
+    };
+    assert_eq!(m.pus().len(), 32);
+    assert!(m.available().len() < 32 && !m.available().is_empty());
+}
+
+#[test]
+fn offline_pus_are_absent() {
+    let Some(m) = machine("16em64t-4s2c2t-offlines.xml") else {
+        return;
+    };
+    assert!(m.pus().len() < 16, "{} PUs", m.pus().len());
+}
+
+#[test]
+fn hybrid_cores_have_two_or_one_threads() {
+    let Some(m) = machine("20em64t-hybrid-1p6c2t+2ca4co1t.xml") else {
+        return;
+    };
+    let sizes: Vec<usize> = m.objects(Level::Core).iter().map(|c| c.pus.len()).collect();
+    assert!(sizes.contains(&2) && sizes.contains(&1), "{sizes:?}");
+}
+
+#[test]
+fn dies_and_numa_above_packages() {
+    let Some(m) = machine("Intel-CPUID.1F-Qemu-2p3d3c2t.xml") else {
+        return;
+    };
+    assert_eq!(count(&m, Level::Die), 6);
+    let Some(m) = machine("96em64t-4no4pa3ca2co.xml") else {
+        return;
+    };
+    let p = place(&[&m], &Request::new(Layout::parse("Nscbnh").unwrap(), 1)).unwrap();
+    assert_eq!(p.containment(0)[..2], [Level::Numa, Level::Socket]);
+}
+
+#[test]
+fn every_topology_maps_with_several_layouts() {
+    let Some(dir) = folder() else { return };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "xml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10);
+    for file in files {
+        let m = load(&Source::Xml(file.clone())).unwrap();
+        let available = m.available().len() as u32;
+        for (layout, bind, mppr) in [
+            ("scbnh", "1c", None),
+            ("csbnh", "1h", None),
+            ("hcsbn", "none", None),
+            ("Ncsbnh", "1N", None),
+            ("L3L2csbnh", "1L2", None),
+            ("nsch", "1c", Some("1:c")),
+        ] {
+            let mut req = Request::new(Layout::parse(layout).unwrap(), available);
+            req.bind = Bind::parse(bind).unwrap();
+            req.oversubscribe = true;
+            if let Some(mp) = mppr {
+                req.mppr = Mppr::parse(mp).unwrap();
+            }
+            let p =
+                place(&[&m], &req).unwrap_or_else(|e| panic!("{}: {layout}: {e}", file.display()));
+            assert_eq!(p.len() as u32, available, "{}: {layout}", file.display());
+            if bind == "1h" {
+                // One process per available PU, each on its own PU, in one pass.
+                assert_eq!(p.passes(), 1, "{}: {layout}", file.display());
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Kernel CPU affinity of the calling process (the task, in `task_init`).
+
+use lama_engine::CpuList;
+
+/// Binds the calling process (and the threads it creates later, and what it executes) to
+/// `cpus`. Fails, without changing anything, on an empty list; the kernel refuses CPUs outside
+/// the task's cpuset with `EINVAL`.
+pub fn set_affinity(cpus: &CpuList) -> Result<(), String> {
+    let Some(&max) = cpus.cpus().last() else {
+        return Err("no CPU to bind to".to_string());
+    };
+    let bits = libc::c_ulong::BITS as usize;
+    let mut mask: Vec<libc::c_ulong> = vec![0; max as usize / bits + 1];
+    for &c in cpus.cpus() {
+        mask[c as usize / bits] |= 1 << (c as usize % bits);
+    }
+    let size = std::mem::size_of_val(mask.as_slice());
+    // SAFETY: `mask` is a live, initialised buffer of `size` bytes; the kernel reads at most
+    // `size` bytes from it and treats it as a CPU bit mask (the layout of `cpu_set_t`, in
+    // unsigned longs); pid 0 is the calling thread, whose mask new threads and exec inherit.
+    let rc = unsafe { libc::sched_setaffinity(0, size, mask.as_ptr().cast::<libc::cpu_set_t>()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "sched_setaffinity({cpus}) failed: {}",
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
+/// The calling process's CPU affinity.
+pub fn get_affinity() -> Result<CpuList, String> {
+    let bits = libc::c_ulong::BITS as usize;
+    // Grow until the kernel accepts the size (machines with more than 1024 CPUs).
+    let mut words = 1024 / bits;
+    loop {
+        let mut mask: Vec<libc::c_ulong> = vec![0; words];
+        let size = std::mem::size_of_val(mask.as_slice());
+        // SAFETY: `mask` is a writable buffer of `size` bytes; the kernel writes at most that
+        // many bytes of CPU mask into it.
+        let rc = unsafe {
+            libc::sched_getaffinity(0, size, mask.as_mut_ptr().cast::<libc::cpu_set_t>())
+        };
+        if rc == 0 {
+            let cpus = (0..words * bits).filter(|&c| mask[c / bits] & (1 << (c % bits)) != 0);
+            return Ok(CpuList::from_cpus(cpus.map(|c| c as u32)));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EINVAL) && words < (1 << 20) / bits {
+            words *= 2;
+            continue;
+        }
+        return Err(format!("sched_getaffinity failed: {err}"));
+    }
+}

@@ -1,0 +1,333 @@
+//! Site configuration (SPEC §3.5): `key=value` arguments on the plugin's `plugstack.conf` line,
+//! optionally a TOML file named there with `config=/path/lama.toml`.
+//!
+//! The file is read first, then the line's other arguments override it. Every key is checked:
+//! an unknown key, a malformed value or an unreadable file is an error, and the plugin refuses
+//! to load with a message in slurmd's log that names the key and what would work.
+//! `plugstack.conf.example` at the top of the repository documents every key.
+
+use lama_engine::{Bind, Layout, Mppr, Order};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Default location of Slurm's cached whole-node topology (Debian's `SlurmdSpoolDir`).
+pub const DEFAULT_SLURM_XML: &str = "/var/lib/slurm/slurmd/hwloc_topo_whole.xml";
+
+/// What to do when a site default cannot be placed for a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnFailure {
+    /// Run the step without LAMA binding and tell the user why (the default).
+    #[default]
+    Warn,
+    /// Fail the step.
+    Fail,
+}
+
+/// The site's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteConfig {
+    /// Default layout for steps without `--lama-map` (`None`: LAMA only when asked for).
+    pub map: Option<Layout>,
+    /// Default binding (used with the default layout or a user layout without `--lama-bind`).
+    pub bind: Bind,
+    /// Default MPPR limits.
+    pub mppr: Mppr,
+    /// Default rank ordering.
+    pub order: Order,
+    /// Whether users may give `--lama-*` options (when false, only the site default applies
+    /// and user options are refused with a message).
+    pub user_options: bool,
+    /// Admin topology file, `%n` standing for the node name.
+    pub topology: Option<String>,
+    /// Slurm's cached XML.
+    pub slurm_xml: PathBuf,
+    /// Print the per-task verbose line for every step LAMA places.
+    pub verbose: bool,
+    /// What to do when the site default cannot be placed.
+    pub on_default_failure: OnFailure,
+}
+
+impl Default for SiteConfig {
+    fn default() -> Self {
+        SiteConfig {
+            map: None,
+            bind: Bind::default(),
+            mppr: Mppr::none(),
+            order: Order::Natural,
+            user_options: true,
+            topology: None,
+            slurm_xml: PathBuf::from(DEFAULT_SLURM_XML),
+            verbose: false,
+            on_default_failure: OnFailure::Warn,
+        }
+    }
+}
+
+/// A configuration error, reported in slurmd's log before the plugin refuses to load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Where: `plugstack.conf` or the TOML file's path.
+    pub origin: String,
+    /// What was wrong and what would work.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "lama: invalid site configuration in {}: {}",
+            self.origin, self.message
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The keys, with the form of their values, for messages.
+pub const KEYS: [(&str, &str); 10] = [
+    (
+        "config",
+        "path of a TOML file with these keys (plugstack.conf only)",
+    ),
+    ("map", "a layout or alias, or none"),
+    ("bind", "a binding width or alias, or none"),
+    ("mppr", "MPPR limits like 1:c,4:s, or none"),
+    ("order", "n or s"),
+    ("user_options", "yes or no"),
+    ("topology", "path of the node's hwloc XML, %n = node name"),
+    ("slurm_xml", "path of Slurm's hwloc_topo_whole.xml"),
+    ("verbose", "yes or no"),
+    ("on_default_failure", "warn or fail"),
+];
+
+fn known_keys() -> String {
+    KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+}
+
+fn boolean(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "yes" | "true" | "1" | "on" => Ok(true),
+        "no" | "false" | "0" | "off" => Ok(false),
+        _ => Err(format!("{key}={value}: expected yes or no")),
+    }
+}
+
+fn absolute_path(key: &str, value: &str) -> Result<String, String> {
+    if value.starts_with('/') && !value.contains('\0') {
+        Ok(value.to_string())
+    } else {
+        Err(format!("{key}={value}: expected an absolute path"))
+    }
+}
+
+impl SiteConfig {
+    /// Applies one `key=value` setting.
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let diag = |d: lama_engine::Diagnostic| format!("{key}={value}: {}", d.headline());
+        match key {
+            "map" => {
+                self.map = if value == "none" {
+                    None
+                } else {
+                    Some(Layout::parse(value).map_err(diag)?)
+                }
+            }
+            "bind" => self.bind = Bind::parse(value).map_err(diag)?,
+            "mppr" => {
+                self.mppr = if value == "none" {
+                    Mppr::none()
+                } else {
+                    Mppr::parse(value).map_err(diag)?
+                }
+            }
+            "order" => self.order = Order::parse(value).map_err(diag)?,
+            "user_options" => self.user_options = boolean(key, value)?,
+            "topology" => self.topology = Some(absolute_path(key, value)?),
+            "slurm_xml" => self.slurm_xml = PathBuf::from(absolute_path(key, value)?),
+            "verbose" => self.verbose = boolean(key, value)?,
+            "on_default_failure" => {
+                self.on_default_failure = match value {
+                    "warn" => OnFailure::Warn,
+                    "fail" => OnFailure::Fail,
+                    _ => return Err(format!("{key}={value}: expected warn or fail")),
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "unknown key '{key}' (known keys: {})",
+                    known_keys()
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the plugstack.conf arguments; `read_file` reads the TOML file named by `config=`
+    /// (a parameter so tests need no file system).
+    pub fn from_args(
+        args: &[&str],
+        read_file: impl Fn(&str) -> std::io::Result<String>,
+    ) -> Result<SiteConfig, ConfigError> {
+        let line_err = |message: String| ConfigError {
+            origin: "plugstack.conf".to_string(),
+            message,
+        };
+        let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(args.len());
+        for arg in args {
+            let (k, v) = arg.split_once('=').ok_or_else(|| {
+                line_err(format!(
+                    "'{arg}' is not key=value (known keys: {})",
+                    known_keys()
+                ))
+            })?;
+            pairs.push((k, v));
+        }
+        let mut cfg = SiteConfig::default();
+        if let Some(&(_, path)) = pairs.iter().rev().find(|(k, _)| *k == "config") {
+            let path = absolute_path("config", path).map_err(line_err)?;
+            let text = read_file(&path)
+                .map_err(|e| line_err(format!("config={path}: cannot read it: {e}")))?;
+            cfg.apply_toml(&text).map_err(|message| ConfigError {
+                origin: path.clone(),
+                message,
+            })?;
+        }
+        for (k, v) in pairs {
+            if k != "config" {
+                cfg.set(k, v).map_err(line_err)?;
+            }
+        }
+        Ok(cfg)
+    }
+
+    fn apply_toml(&mut self, text: &str) -> Result<(), String> {
+        let table: BTreeMap<String, toml::Value> =
+            toml::from_str(text).map_err(|e| format!("not valid TOML: {}", e.message()))?;
+        for (key, value) in table {
+            if key == "config" {
+                return Err("'config' cannot name another file".to_string());
+            }
+            let text = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Boolean(b) => if b { "yes" } else { "no" }.to_string(),
+                other => {
+                    return Err(format!(
+                        "{key}: expected a string or a boolean, found {}",
+                        other.type_str()
+                    ))
+                }
+            };
+            self.set(&key, &text)?;
+        }
+        Ok(())
+    }
+
+    /// The admin topology path for `node`, with `%n` replaced. Node names that could escape
+    /// the directory (`/`, leading `.`) are refused.
+    pub fn topology_for(&self, node: &str) -> Option<Result<PathBuf, String>> {
+        let template = self.topology.as_ref()?;
+        if !template.contains("%n") {
+            return Some(Ok(PathBuf::from(template)));
+        }
+        if node.is_empty() || node.contains('/') || node.starts_with('.') || node.contains('\0') {
+            return Some(Err(format!("node name '{node}' cannot be used in a path")));
+        }
+        Some(Ok(PathBuf::from(template.replace("%n", node))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_file(_: &str) -> std::io::Result<String> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "No such file",
+        ))
+    }
+
+    #[test]
+    fn defaults_without_arguments() {
+        assert_eq!(
+            SiteConfig::from_args(&[], no_file).unwrap(),
+            SiteConfig::default()
+        );
+    }
+
+    #[test]
+    fn line_arguments() {
+        let cfg = SiteConfig::from_args(
+            &[
+                "map=socket",
+                "bind=1s",
+                "mppr=2:c",
+                "order=s",
+                "user_options=no",
+                "topology=/etc/slurm/topo/%n.xml",
+                "verbose=yes",
+                "on_default_failure=fail",
+            ],
+            no_file,
+        )
+        .unwrap();
+        assert_eq!(cfg.map, Some(Layout::parse("scbnh").unwrap()));
+        assert_eq!(cfg.bind.to_string(), "1s");
+        assert_eq!(cfg.mppr.to_string(), "2:c");
+        assert_eq!(cfg.order, Order::Sequential);
+        assert!(!cfg.user_options && cfg.verbose);
+        assert_eq!(cfg.on_default_failure, OnFailure::Fail);
+        assert_eq!(
+            cfg.topology_for("node1").unwrap().unwrap(),
+            PathBuf::from("/etc/slurm/topo/node1.xml")
+        );
+        assert!(cfg.topology_for("../x").unwrap().is_err());
+    }
+
+    #[test]
+    fn toml_file_then_line_overrides() {
+        let file = |p: &str| {
+            assert_eq!(p, "/etc/slurm/lama.toml");
+            Ok("map = \"scbnh\"\nbind = \"1c\"\nverbose = true\n".to_string())
+        };
+        let cfg =
+            SiteConfig::from_args(&["config=/etc/slurm/lama.toml", "bind=none"], file).unwrap();
+        assert_eq!(cfg.map.unwrap().to_string(), "scbnh");
+        assert_eq!(cfg.bind, Bind::None);
+        assert!(cfg.verbose);
+    }
+
+    #[test]
+    fn errors_name_the_key_and_what_works() {
+        let e = SiteConfig::from_args(&["mapp=scbnh"], no_file).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "lama: invalid site configuration in plugstack.conf: unknown key 'mapp' (known keys: \
+             config, map, bind, mppr, order, user_options, topology, slurm_xml, verbose, \
+             on_default_failure)"
+        );
+        let e = SiteConfig::from_args(&["map=scbnx"], no_file).unwrap_err();
+        assert!(e
+            .message
+            .contains("map=scbnx: invalid mapping layout 'scbnx': unknown token 'x'"));
+        assert!(SiteConfig::from_args(&["verbose"], no_file)
+            .unwrap_err()
+            .message
+            .contains("not key=value"));
+        assert!(SiteConfig::from_args(&["verbose=maybe"], no_file).is_err());
+        assert!(SiteConfig::from_args(&["topology=relative/x.xml"], no_file).is_err());
+        let e = SiteConfig::from_args(&["config=/etc/slurm/lama.toml"], no_file).unwrap_err();
+        assert!(e.message.contains("cannot read it"));
+        let bad_toml = |_: &str| Ok("map = 3\n".to_string());
+        let e = SiteConfig::from_args(&["config=/x.toml"], bad_toml).unwrap_err();
+        assert_eq!(e.origin, "/x.toml");
+        assert!(e.message.contains("expected a string or a boolean"));
+        let unknown = |_: &str| Ok("colour = \"red\"\n".to_string());
+        assert!(SiteConfig::from_args(&["config=/x.toml"], unknown)
+            .unwrap_err()
+            .message
+            .contains("unknown key 'colour'"));
+    }
+}

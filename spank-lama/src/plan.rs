@@ -66,7 +66,7 @@ pub enum PlanError {
         /// The option, e.g. `--lama-map`.
         option: &'static str,
         /// The diagnostic.
-        diagnostic: Diagnostic,
+        diagnostic: Box<Diagnostic>,
     },
     /// Something else about the combination.
     Usage(String),
@@ -86,7 +86,10 @@ impl fmt::Display for PlanError {
 impl std::error::Error for PlanError {}
 
 fn syntax(option: &'static str) -> impl Fn(Diagnostic) -> PlanError {
-    move |diagnostic| PlanError::Syntax { option, diagnostic }
+    move |diagnostic| PlanError::Syntax {
+        option,
+        diagnostic: Box::new(diagnostic),
+    }
 }
 
 /// Decides what a step asks for. `Ok(None)`: LAMA does nothing in this step (no option and no

@@ -120,7 +120,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             print(&render::topology_text(&machine))
         }
         Command::Export { file } => {
-            let xml = lama_hwloc::export_xml().map_err(|e| Failure::Place(e.to_string()))?;
+            let xml =
+                lama_hwloc::export_xml(&Source::Live).map_err(|e| Failure::Place(e.to_string()))?;
             match file {
                 Some(path) => std::fs::write(&path, xml)
                     .map_err(|e| Failure::Place(format!("cannot write {}: {e}", path.display()))),

@@ -186,10 +186,10 @@ pub fn to_machine(topology: &Topology, name: &str) -> Result<Machine, LoadError>
     })
 }
 
-/// This host's live topology as hwloc XML (v2), for admins to save at boot and name in the
-/// plugin's `topology=` setting.
-pub fn export_xml() -> Result<String, LoadError> {
-    let topology = build(builder()?, "discover this host's topology")?;
+/// A topology as hwloc XML (v2). With [`Source::Live`], this host's, for admins to save at boot
+/// and name in the plugin's `topology=` setting.
+pub fn export_xml(source: &Source) -> Result<String, LoadError> {
+    let (topology, _) = load_hwloc(source)?;
     let xml = topology
         .export_xml(XMLExportFlags::empty())
         .map_err(|e| LoadError::Hwloc {
@@ -270,7 +270,7 @@ mod tests {
     fn live_discovery_and_export_round_trip() {
         let live = load(&Source::Live).unwrap();
         assert!(!live.pus().is_empty());
-        let xml = export_xml().unwrap();
+        let xml = export_xml(&Source::Live).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("host.xml");
         std::fs::write(&file, xml).unwrap();

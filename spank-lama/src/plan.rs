@@ -208,6 +208,42 @@ pub fn place_local(
     Ok(out.into_iter().flatten().collect())
 }
 
+/// Which Slurm `-m` distribution gives nodes the ranks the full LAMA iteration would (for
+/// `--lama-verbose`), assuming `nnodes` nodes like this one. `None` when there is one node or
+/// the distribution in use (`SLURM_DISTRIBUTION`) already is that one.
+pub fn distribution_hint(
+    machine: &Machine,
+    plan: &Plan,
+    nnodes: u32,
+    in_use: Option<&str>,
+) -> Option<String> {
+    if nnodes <= 1 {
+        return None;
+    }
+    let nodes = vec![machine; nnodes.min(1 << 16) as usize];
+    let req = Request {
+        layout: plan.layout.clone(),
+        bind: plan.bind,
+        mppr: plan.mppr.clone(),
+        order: plan.order,
+        oversubscribe: false,
+        np: 0,
+    };
+    let want = place(&nodes, &req).ok()?.slurm_distribution();
+    let current = in_use.map(|d| d.split([':', ',']).next().unwrap_or(d));
+    if current == Some(want.as_str()) || (want.starts_with("plane") && current == Some("plane")) {
+        return None;
+    }
+    Some(format!(
+        "layout {} spreads ranks over nodes like `-m {want}`; this step uses {}",
+        plan.layout,
+        match in_use {
+            Some(d) => format!("-m {d}"),
+            None => "Slurm's default distribution".to_string(),
+        }
+    ))
+}
+
 /// The CPU set as a hexadecimal mask, as Slurm's `cpu-bind` lines print it.
 pub fn hex_mask(cpus: &CpuList) -> String {
     let Some(&max) = cpus.cpus().last() else {
@@ -360,6 +396,25 @@ mod tests {
         let env = task_environment(&plan, &tasks[1]);
         assert!(env.contains(&("LAMA_CPUS", "4-5".to_string())));
         assert!(env.contains(&("LAMA_LAYOUT", "scbnh".to_string())));
+    }
+
+    #[test]
+    fn distribution_hints() {
+        let m = Machine::synthetic("pack:2 core:4 pu:1").unwrap();
+        let plan = resolve(&user(Some("scbnh"), None), &SiteConfig::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            distribution_hint(&m, &plan, 3, None).unwrap(),
+            "layout scbnh spreads ranks over nodes like `-m plane=8`; this step uses Slurm's \
+             default distribution"
+        );
+        assert_eq!(distribution_hint(&m, &plan, 3, Some("plane")), None);
+        assert_eq!(distribution_hint(&m, &plan, 1, None), None);
+        let plan = resolve(&user(Some("nsc"), None), &SiteConfig::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(distribution_hint(&m, &plan, 2, Some("cyclic:block")), None);
     }
 
     #[test]

@@ -1,0 +1,312 @@
+//! The step's allowed CPUs from its cgroup cpuset (SPEC §3.4).
+//!
+//! Found from `/proc/self/cgroup` and `/proc/self/mountinfo`, never from a hard-coded root:
+//! - cgroup v1: slurmstepd sits in the step cpuset after task/cgroup's `pre_setuid`
+//!   (`.../slurm[_<node>]/uid_U/job_J/step_S`); the set is `cpuset.cpus` there;
+//! - cgroup v2: slurmstepd sits in `.../job_J/step_S/slurm` while the tasks' constraint is on
+//!   `.../job_J/step_S/user`; the set is `user/cpuset.cpus.effective`.
+//!
+//! The path must name this job and step; anything missing or unexpected is an error with the
+//! reason, and the caller falls back to the process affinity.
+
+use lama_engine::CpuList;
+use std::path::{Path, PathBuf};
+
+/// Which cgroup hierarchy holds the cpuset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hierarchy {
+    /// cgroup v1 cpuset controller: the process's path in it.
+    V1(String),
+    /// cgroup v2 (unified): the process's path.
+    V2(String),
+}
+
+/// Reads `/proc/self/cgroup`: the cpuset controller's path (v1) if there is one, else the
+/// unified path (v2).
+pub fn parse_proc_cgroup(text: &str) -> Option<Hierarchy> {
+    let mut unified = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if controllers.split(',').any(|c| c == "cpuset") {
+            return Some(Hierarchy::V1(path.to_string()));
+        }
+        if controllers.is_empty() {
+            unified = Some(Hierarchy::V2(path.to_string()));
+        }
+    }
+    unified
+}
+
+/// A cgroup mount from `/proc/self/mountinfo`: the hierarchy path at its root, and where it
+/// is mounted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Path inside the hierarchy that the mount shows at its mount point.
+    pub root: String,
+    /// The mount point.
+    pub point: PathBuf,
+}
+
+/// Finds the cpuset v1 mount (`v2 == false`) or the cgroup2 mount (`v2 == true`).
+pub fn parse_mountinfo(text: &str, v2: bool) -> Option<Mount> {
+    for line in text.lines() {
+        // id parent major:minor root mount-point options [optional...] - fstype source super
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let fields: Vec<&str> = left.split(' ').collect();
+        let rfields: Vec<&str> = right.split(' ').collect();
+        if fields.len() < 5 || rfields.is_empty() {
+            continue;
+        }
+        let fstype = rfields[0];
+        let matches = if v2 {
+            fstype == "cgroup2"
+        } else {
+            fstype == "cgroup"
+                && rfields
+                    .get(2)
+                    .is_some_and(|opts| opts.split(',').any(|o| o == "cpuset"))
+        };
+        if matches {
+            return Some(Mount {
+                root: unescape(fields[3]),
+                point: PathBuf::from(unescape(fields[4])),
+            });
+        }
+    }
+    None
+}
+
+/// mountinfo escapes blanks and backslashes as octal (`\040`).
+fn unescape(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let v = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The file holding the step's CPUs, given `/proc/self/cgroup` and `/proc/self/mountinfo`
+/// (either may be missing: defaults are the usual mount points).
+pub fn step_cpuset_file(
+    proc_cgroup: &str,
+    mountinfo: Option<&str>,
+    job: u32,
+    step: u32,
+) -> Result<PathBuf, String> {
+    let hierarchy = parse_proc_cgroup(proc_cgroup)
+        .ok_or("no cpuset controller and no cgroup v2 line in /proc/self/cgroup")?;
+    let (v2, path) = match &hierarchy {
+        Hierarchy::V1(p) => (false, p.as_str()),
+        Hierarchy::V2(p) => (true, p.as_str()),
+    };
+    let mount = mountinfo
+        .and_then(|m| parse_mountinfo(m, v2))
+        .unwrap_or_else(|| Mount {
+            root: "/".to_string(),
+            point: PathBuf::from(if v2 {
+                "/sys/fs/cgroup"
+            } else {
+                "/sys/fs/cgroup/cpuset"
+            }),
+        });
+    // Keep the path up to this step's directory; it must name this job and step.
+    let job_dir = format!("job_{job}");
+    let step_dir = format!("step_{step}");
+    let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    let job_at = components
+        .iter()
+        .position(|c| *c == job_dir)
+        .ok_or_else(|| format!("cgroup path {path} does not name {job_dir}"))?;
+    let step_at = components[job_at..]
+        .iter()
+        .position(|c| *c == step_dir || c.starts_with(&format!("{step_dir}+")))
+        .map(|i| i + job_at)
+        .ok_or_else(|| format!("cgroup path {path} does not name {step_dir} under {job_dir}"))?;
+    let step_path = format!("/{}", components[..=step_at].join("/"));
+    let root = mount.root.trim_end_matches('/');
+    let relative = step_path
+        .strip_prefix(root)
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+        .ok_or_else(|| {
+            format!(
+                "cgroup path {step_path} is outside the mount's root {}",
+                mount.root
+            )
+        })?;
+    let dir = mount.point.join(relative.trim_start_matches('/'));
+    Ok(if v2 {
+        dir.join("user").join("cpuset.cpus.effective")
+    } else {
+        dir.join("cpuset.cpus")
+    })
+}
+
+/// Reads the step's CPUs under `root` (`/` on a real node; a temporary directory in tests).
+pub fn step_cpus_in(root: &Path, job: u32, step: u32) -> Result<CpuList, String> {
+    let read = |p: &str| std::fs::read_to_string(root.join(p.trim_start_matches('/')));
+    let proc_cgroup = read("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+    let mountinfo = read("/proc/self/mountinfo").ok();
+    let file = step_cpuset_file(&proc_cgroup, mountinfo.as_deref(), job, step)?;
+    let under_root = root.join(file.strip_prefix("/").unwrap_or(&file));
+    let text =
+        std::fs::read_to_string(&under_root).map_err(|e| format!("{}: {e}", file.display()))?;
+    let cpus = CpuList::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    if cpus.is_empty() {
+        return Err(format!("{} is empty", file.display()));
+    }
+    Ok(cpus)
+}
+
+/// The step's CPUs on this node.
+pub fn step_cpus(job: u32, step: u32) -> Result<CpuList, String> {
+    step_cpus_in(Path::new("/"), job, step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V1_CGROUP: &str = "12:pids:/slurm/uid_1000/job_42/step_0\n\
+        5:cpuset:/slurm/uid_1000/job_42/step_0\n\
+        1:name=systemd:/system.slice/slurmd.service\n";
+    const V1_MOUNTINFO: &str =
+        "30 25 0:26 / /sys/fs/cgroup/cpuset rw,nosuid shared:11 - cgroup cgroup rw,cpuset\n\
+        31 25 0:27 / /sys/fs/cgroup/memory rw,nosuid shared:12 - cgroup cgroup rw,memory\n";
+    const V2_CGROUP: &str = "0::/system.slice/slurmstepd.scope/job_42/step_3/slurm\n";
+    const V2_MOUNTINFO: &str = "29 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+
+    #[test]
+    fn v1_step_file() {
+        assert_eq!(
+            step_cpuset_file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 0).unwrap(),
+            PathBuf::from("/sys/fs/cgroup/cpuset/slurm/uid_1000/job_42/step_0/cpuset.cpus")
+        );
+        // Multiple-slurmd roots and a mount whose root is not the hierarchy's root.
+        let cg = "5:cpuset:/docker/abc/slurm_node1/uid_0/job_7/step_2\n";
+        let mi = "30 25 0:26 /docker/abc /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n";
+        assert_eq!(
+            step_cpuset_file(cg, Some(mi), 7, 2).unwrap(),
+            PathBuf::from("/sys/fs/cgroup/cpuset/slurm_node1/uid_0/job_7/step_2/cpuset.cpus")
+        );
+    }
+
+    #[test]
+    fn v2_step_file() {
+        assert_eq!(
+            step_cpuset_file(V2_CGROUP, Some(V2_MOUNTINFO), 42, 3).unwrap(),
+            PathBuf::from(
+                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus.effective"
+            )
+        );
+        // Without mountinfo, the usual mount point.
+        assert_eq!(
+            step_cpuset_file(V2_CGROUP, None, 42, 3).unwrap(),
+            PathBuf::from(
+                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus.effective"
+            )
+        );
+    }
+
+    #[test]
+    fn wrong_or_missing_paths_are_explained() {
+        let e = step_cpuset_file(V1_CGROUP, Some(V1_MOUNTINFO), 43, 0).unwrap_err();
+        assert_eq!(
+            e,
+            "cgroup path /slurm/uid_1000/job_42/step_0 does not name job_43"
+        );
+        let e = step_cpuset_file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 1).unwrap_err();
+        assert!(e.contains("does not name step_1"), "{e}");
+        assert!(step_cpuset_file("garbage\n", None, 1, 0).is_err());
+        let cg = "5:cpuset:/elsewhere/job_7/step_2\n";
+        let mi = "30 25 0:26 /docker/abc /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n";
+        assert!(step_cpuset_file(cg, Some(mi), 7, 2)
+            .unwrap_err()
+            .contains("outside the mount"));
+    }
+
+    #[test]
+    fn mountinfo_escapes() {
+        let mi = "30 25 0:26 / /sys/fs/cgroup/my\\040cpuset rw - cgroup cgroup rw,cpuset\n";
+        assert_eq!(
+            parse_mountinfo(mi, false).unwrap().point,
+            PathBuf::from("/sys/fs/cgroup/my cpuset")
+        );
+    }
+
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = dir.path().join(path.trim_start_matches('/'));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn reads_the_cpus_from_a_tree() {
+        let t = tree(&[
+            ("/proc/self/cgroup", V1_CGROUP),
+            ("/proc/self/mountinfo", V1_MOUNTINFO),
+            (
+                "/sys/fs/cgroup/cpuset/slurm/uid_1000/job_42/step_0/cpuset.cpus",
+                "1,3-4\n",
+            ),
+        ]);
+        assert_eq!(step_cpus_in(t.path(), 42, 0).unwrap().to_string(), "1,3-4");
+        let t = tree(&[
+            ("/proc/self/cgroup", V2_CGROUP),
+            ("/proc/self/mountinfo", V2_MOUNTINFO),
+            (
+                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus.effective",
+                "0-1\n",
+            ),
+        ]);
+        assert_eq!(step_cpus_in(t.path(), 42, 3).unwrap().to_string(), "0-1");
+    }
+
+    #[test]
+    fn empty_missing_or_corrupt_files_are_errors() {
+        let file = "/sys/fs/cgroup/cpuset/slurm/uid_1000/job_42/step_0/cpuset.cpus";
+        for (content, why) in [
+            (Some("\n"), "is empty"),
+            (Some("0-x"), "invalid CPU list"),
+            (None, "No such file"),
+        ] {
+            let mut files = vec![
+                ("/proc/self/cgroup", V1_CGROUP),
+                ("/proc/self/mountinfo", V1_MOUNTINFO),
+            ];
+            if let Some(c) = content {
+                files.push((file, c));
+            }
+            let t = tree(&files);
+            let e = step_cpus_in(t.path(), 42, 0).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+        let t = tree(&[]);
+        assert!(step_cpus_in(t.path(), 1, 0)
+            .unwrap_err()
+            .contains("/proc/self/cgroup"));
+    }
+}

@@ -1,0 +1,260 @@
+//! The SPANK callbacks: options in srun/sbatch/salloc, placement in slurmstepd.
+//!
+//! | callback | context | what the plugin does |
+//! |---|---|---|
+//! | `init` | all | reads the site configuration (refuses to load on error); registers the `--lama-*` options in local, remote and allocator contexts |
+//! | `init_post_opt` | local, allocator | checks the option values (syntax and combination): a bad value stops srun/sbatch/salloc before anything is launched |
+//! | `user_init` | remote | once per step, before tasks fork: skips batch, extern and interactive steps and steps without LAMA; loads the node topology, reads the step cpuset, restricts, places this node's tasks |
+//! | `task_init` | remote, in each task | binds the task, sets `LAMA_*`, prints the verbose line |
+//!
+//! Everything runs inside the SPANK binding's panic guard; the code itself returns errors
+//! instead of panicking, starts no thread and writes no file.
+
+use crate::bind;
+use crate::config::{OnFailure, SiteConfig};
+use crate::plan::{self, Origin, Plan, TaskPlacement, UserOptions};
+use crate::{cgroup, topo_source};
+use slurm_spank::{spank_log_user, Context, Plugin, SpankHandle, SpankOption};
+use std::error::Error;
+
+/// Step ids of the steps LAMA never places: the batch script, the extern step and salloc's
+/// interactive step (`slurm.h`: `SLURM_BATCH_SCRIPT`, `SLURM_EXTERN_CONT`,
+/// `SLURM_INTERACTIVE_STEP`, `SLURM_PENDING_STEP`).
+const SPECIAL_STEPS: [u32; 4] = [0xffff_fffb, 0xffff_fffc, 0xffff_fffa, 0xffff_fffd];
+
+const OPT_MAP: &str = "lama-map";
+const OPT_BIND: &str = "lama-bind";
+const OPT_MPPR: &str = "lama-mppr";
+const OPT_ORDER: &str = "lama-order";
+const OPT_VERBOSE: &str = "lama-verbose";
+
+/// The options and their usage text (shown by `srun --help`).
+const OPTIONS: [(&str, Option<&str>, &str); 5] = [
+    (
+        OPT_MAP,
+        Some("layout"),
+        "LAMA mapping layout, leftmost level varies fastest: tokens n b s D N L3 L2 L1 c h \
+         (e.g. scbnh), or hwthread core l1cache l2cache l3cache numa socket node, or none",
+    ),
+    (
+        OPT_BIND,
+        Some("width"),
+        "LAMA binding: <count><level> (1c, 2c, 1L2, 1s, 1N ...), an alias, or none [default 1c]",
+    ),
+    (
+        OPT_MPPR,
+        Some("limits"),
+        "LAMA max processes per resource, e.g. 1:c,4:s [default: none]",
+    ),
+    (
+        OPT_ORDER,
+        Some("n|s"),
+        "LAMA rank order on a node: n natural, s sequential (follow the hardware) [default n]",
+    ),
+    (
+        OPT_VERBOSE,
+        None,
+        "print each task's LAMA placement and binding",
+    ),
+];
+
+/// The plugin's state: the site configuration from `init`, and in slurmstepd the step's plan
+/// and this node's placement, computed in `user_init` and inherited by every forked task.
+#[derive(Debug, Default)]
+pub struct Lama {
+    site: SiteConfig,
+    plan: Option<Plan>,
+    tasks: Vec<TaskPlacement>,
+    node: String,
+}
+
+fn user_options(spank: &SpankHandle) -> UserOptions {
+    let value = |name: &str| spank.get_option_value_lossy(name).map(|v| v.into_owned());
+    UserOptions {
+        map: value(OPT_MAP),
+        bind: value(OPT_BIND),
+        mppr: value(OPT_MPPR),
+        order: value(OPT_ORDER),
+        verbose: spank.is_option_set(OPT_VERBOSE),
+    }
+}
+
+/// The node's short host name (`%n`, messages). Not taken from the job's environment, which
+/// the user controls.
+fn short_host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .and_then(|h| h.trim().split('.').next().map(str::to_string))
+        .unwrap_or_else(|| "node".to_string())
+}
+
+/// A failure of the step's placement.
+#[derive(Debug)]
+struct StepError(String);
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for StepError {}
+
+impl Lama {
+    /// Computes this node's placement for the step, or explains why not.
+    fn place_step(&mut self, spank: &SpankHandle, plan: &Plan) -> Result<(), String> {
+        let online = lama_hwloc::online_cpus().map_err(|e| e.to_string())?;
+        let resolved = topo_source::node_topology_live(&self.site, &self.node, &online)
+            .map_err(|e| format!("cannot get this node's topology: {e}"))?;
+        for skipped in &resolved.skipped {
+            tracing::info!(node = %self.node, "lama: topology source skipped: {skipped}");
+        }
+        let job = spank.job_id().map_err(|e| e.to_string())?;
+        let step = spank.job_stepid().map_err(|e| e.to_string())?;
+        let cpus = match cgroup::step_cpus(job, step) {
+            Ok(c) => c,
+            Err(why) => {
+                tracing::info!(job, step, "lama: step cpuset from the cgroup unavailable ({why}); using the process affinity");
+                bind::get_affinity()?
+            }
+        };
+        let machine = resolved.machine.restrict(&cpus);
+        if machine.available().is_empty() {
+            return Err(format!(
+                "the step's CPUs ({cpus}) are not in this node's topology ({})",
+                resolved.machine.name()
+            ));
+        }
+        let ntasks = spank.job_local_task_count().map_err(|e| e.to_string())?;
+        let mut globals = Vec::with_capacity(ntasks as usize);
+        for local in 0..ntasks {
+            globals.push(spank.local_to_global_id(local).map_err(|e| e.to_string())?);
+        }
+        let overcommit = spank
+            .getenv("SLURM_OVERCOMMIT")
+            .ok()
+            .flatten()
+            .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("yes"));
+        self.tasks =
+            plan::place_local(&machine, plan, &globals, overcommit).map_err(|e| format!("{e}"))?;
+        tracing::info!(
+            node = %self.node, job, step, source = %resolved.source, cpus = %cpus,
+            "lama: placed {} task(s) with layout {} binding {}", ntasks, plan.layout, plan.bind
+        );
+        if plan.verbose {
+            let nnodes = spank.job_nnodes().unwrap_or(1);
+            let in_use = spank.getenv("SLURM_DISTRIBUTION").ok().flatten();
+            if let Some(hint) = plan::distribution_hint(&machine, plan, nnodes, in_use.as_deref()) {
+                spank_log_user!("lama: {}: {hint}", self.node);
+            }
+        }
+        Ok(())
+    }
+}
+
+// SAFETY (for `unsafe impl`): the plugin starts no thread, so the task callbacks that run in
+// children forked by slurmstepd cannot deadlock on state held by another thread.
+unsafe impl Plugin for Lama {
+    fn setup(&mut self, _spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
+        crate::logging::install();
+        Ok(())
+    }
+
+    fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
+        let context = spank.context()?;
+        let args = spank.plugin_argv()?;
+        self.site = SiteConfig::from_args(&args, |path| std::fs::read_to_string(path))
+            .inspect_err(|e| slurm_spank::spank_log_error!("{e}"))?;
+        if matches!(
+            context,
+            Context::Local | Context::Remote | Context::Allocator
+        ) {
+            for (name, arg, usage) in OPTIONS {
+                let mut opt = SpankOption::new(name).usage(usage);
+                if let Some(arg) = arg {
+                    opt = opt.takes_value(arg);
+                }
+                spank.register_option(opt)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn init_post_opt(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
+        if matches!(spank.context()?, Context::Local | Context::Allocator) {
+            // Check before anything is launched; the same diagnostic as `lama map`.
+            if let Err(e) = plan::resolve(&user_options(spank), &self.site) {
+                slurm_spank::spank_log_error!("{e}");
+                return Err(Box::new(e));
+            }
+        }
+        Ok(())
+    }
+
+    fn user_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
+        if spank.context()? != Context::Remote {
+            return Ok(());
+        }
+        if SPECIAL_STEPS.contains(&spank.job_stepid()?) {
+            return Ok(());
+        }
+        self.node = short_host_name();
+        let plan = match plan::resolve(&user_options(spank), &self.site) {
+            Ok(Some(plan)) => plan,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                spank_log_user!("{e}");
+                return Err(Box::new(e));
+            }
+        };
+        match self.place_step(spank, &plan) {
+            Ok(()) => {
+                self.plan = Some(plan);
+                Ok(())
+            }
+            Err(why) => {
+                self.tasks.clear();
+                let fail =
+                    plan.origin == Origin::User || self.site.on_default_failure == OnFailure::Fail;
+                if fail {
+                    spank_log_user!("lama: {}: {why}", self.node);
+                    Err(Box::new(StepError(format!("lama: {}: {why}", self.node))))
+                } else {
+                    spank_log_user!(
+                        "lama: {}: warning: the site's default placement was not applied: {why}; \
+                         tasks run with Slurm's binding",
+                        self.node
+                    );
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn task_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
+        let Some(plan) = &self.plan else {
+            return Ok(());
+        };
+        let local = spank.task_id()?;
+        let task = usize::try_from(local)
+            .ok()
+            .and_then(|l| self.tasks.get(l))
+            .ok_or_else(|| StepError(format!("lama: no placement for local task {local}")))?;
+        if plan.bind != lama_engine::Bind::None {
+            bind::set_affinity(&task.cpus).map_err(|e| {
+                spank_log_user!("lama: {}: task {}: {e}", self.node, task.global);
+                StepError(e)
+            })?;
+        }
+        for (name, value) in plan::task_environment(plan, task) {
+            spank.setenv(name, value, true)?;
+        }
+        if plan.verbose {
+            spank_log_user!(
+                "{}",
+                plan::verbose_line(plan, &self.node, local as u32, std::process::id(), task)
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,254 @@
+//! The node's topology, from the first usable source (SPEC §3.3):
+//! 1. the admin's file (`topology=`, `%n` = node name);
+//! 2. Slurm's cached `hwloc_topo_whole.xml` (Slurm 18.08–24.11);
+//! 3. live hwloc discovery.
+//!
+//! A file is used only if it describes this node: its PUs are exactly the online CPUs of the
+//! running system. A missing, unreadable, corrupt or stale file is skipped with a reason that
+//! the caller logs; it is never trusted blindly.
+
+use crate::config::SiteConfig;
+use lama_engine::{CpuList, Machine};
+use lama_hwloc::{load, LoadError, Source};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where the topology came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceKind {
+    /// The admin's file.
+    Admin(PathBuf),
+    /// Slurm's cached XML.
+    SlurmCache(PathBuf),
+    /// Live discovery.
+    Live,
+}
+
+impl fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceKind::Admin(p) => write!(f, "admin file {}", p.display()),
+            SourceKind::SlurmCache(p) => write!(f, "Slurm's cached {}", p.display()),
+            SourceKind::Live => f.write_str("live discovery"),
+        }
+    }
+}
+
+/// The topology and how it was found.
+#[derive(Debug)]
+pub struct Resolved {
+    /// The node's topology (unrestricted).
+    pub machine: Machine,
+    /// Its source.
+    pub source: SourceKind,
+    /// One line per source tried and skipped, with the reason.
+    pub skipped: Vec<String>,
+}
+
+/// Loads a file and checks that it describes this node.
+fn from_file(path: &Path, online: &CpuList) -> Result<Machine, String> {
+    let machine = load(&Source::Xml(path.to_path_buf())).map_err(|e| e.to_string())?;
+    let pus = CpuList::from_cpus(machine.pus().iter().map(|p| p.os));
+    if &pus != online {
+        return Err(format!(
+            "{} is stale: it describes CPUs {pus}, this node has CPUs {online} online",
+            path.display()
+        ));
+    }
+    Ok(machine)
+}
+
+/// Finds this node's topology. `live` performs live discovery (a parameter so tests need no
+/// particular host).
+pub fn node_topology(
+    site: &SiteConfig,
+    node: &str,
+    online: &CpuList,
+    live: impl FnOnce() -> Result<Machine, LoadError>,
+) -> Result<Resolved, String> {
+    let mut skipped = Vec::new();
+    match site.topology_for(node) {
+        Some(Ok(path)) => match from_file(&path, online) {
+            Ok(machine) => {
+                return Ok(Resolved {
+                    machine,
+                    source: SourceKind::Admin(path),
+                    skipped,
+                })
+            }
+            Err(why) => skipped.push(format!("admin topology: {why}")),
+        },
+        Some(Err(why)) => skipped.push(format!("admin topology: {why}")),
+        None => {}
+    }
+    let cache = &site.slurm_xml;
+    if cache.exists() {
+        match from_file(cache, online) {
+            Ok(machine) => {
+                return Ok(Resolved {
+                    machine,
+                    source: SourceKind::SlurmCache(cache.clone()),
+                    skipped,
+                })
+            }
+            Err(why) => skipped.push(format!("Slurm's cached topology: {why}")),
+        }
+    } else {
+        skipped.push(format!(
+            "Slurm's cached topology: {} does not exist",
+            cache.display()
+        ));
+    }
+    let machine = live().map_err(|e| e.to_string())?;
+    Ok(Resolved {
+        machine,
+        source: SourceKind::Live,
+        skipped,
+    })
+}
+
+/// [`node_topology`] with real live discovery.
+pub fn node_topology_live(
+    site: &SiteConfig,
+    node: &str,
+    online: &CpuList,
+) -> Result<Resolved, String> {
+    node_topology(site, node, online, || load(&Source::Live))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xml_of(synthetic: &str) -> String {
+        lama_hwloc::export_xml(&Source::Synthetic(synthetic.into())).unwrap()
+    }
+
+    fn live_marker() -> Result<Machine, LoadError> {
+        Ok(Machine::synthetic("pu:1").unwrap())
+    }
+
+    fn site(dir: &Path, admin: Option<&str>) -> SiteConfig {
+        SiteConfig {
+            topology: admin.map(|a| dir.join(a).to_string_lossy().into_owned()),
+            slurm_xml: dir.join("hwloc_topo_whole.xml"),
+            ..SiteConfig::default()
+        }
+    }
+
+    #[test]
+    fn admin_file_with_node_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("node7.xml"), xml_of("pack:2 core:2 pu:1")).unwrap();
+        let online = CpuList::parse("0-3").unwrap();
+        let r = node_topology(
+            &site(dir.path(), Some("%n.xml")),
+            "node7",
+            &online,
+            live_marker,
+        )
+        .unwrap();
+        assert_eq!(r.source, SourceKind::Admin(dir.path().join("node7.xml")));
+        assert_eq!(r.machine.pus().len(), 4);
+        assert!(r.skipped.is_empty());
+    }
+
+    #[test]
+    fn slurm_cache_when_it_matches() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("hwloc_topo_whole.xml"),
+            xml_of("pack:1 core:2 pu:2"),
+        )
+        .unwrap();
+        let online = CpuList::parse("0-3").unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &online, live_marker).unwrap();
+        assert!(matches!(r.source, SourceKind::SlurmCache(_)));
+    }
+
+    #[test]
+    fn stale_corrupt_and_missing_files_fall_back_with_reasons() {
+        let dir = tempfile::tempdir().unwrap();
+        // Admin file is corrupt; Slurm's cache describes 8 CPUs while 4 are online.
+        std::fs::write(dir.path().join("n.xml"), "<topology><broken").unwrap();
+        std::fs::write(
+            dir.path().join("hwloc_topo_whole.xml"),
+            xml_of("pack:2 core:4 pu:1"),
+        )
+        .unwrap();
+        let online = CpuList::parse("0-3").unwrap();
+        let r =
+            node_topology(&site(dir.path(), Some("%n.xml")), "n", &online, live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::Live);
+        assert_eq!(r.skipped.len(), 2);
+        assert!(
+            r.skipped[0].contains("is not a valid hwloc XML topology"),
+            "{:?}",
+            r.skipped
+        );
+        assert!(
+            r.skipped[1].contains("is stale: it describes CPUs 0-7, this node has CPUs 0-3 online"),
+            "{:?}",
+            r.skipped
+        );
+
+        // Missing admin file and cache.
+        let empty = tempfile::tempdir().unwrap();
+        let r = node_topology(
+            &site(empty.path(), Some("x.xml")),
+            "n",
+            &online,
+            live_marker,
+        )
+        .unwrap();
+        assert_eq!(r.source, SourceKind::Live);
+        assert!(
+            r.skipped[0].contains("cannot read topology file"),
+            "{:?}",
+            r.skipped
+        );
+        assert!(r.skipped[1].contains("does not exist"), "{:?}", r.skipped);
+
+        // An unusable node name.
+        let r = node_topology(
+            &site(empty.path(), Some("%n.xml")),
+            "../etc",
+            &online,
+            live_marker,
+        )
+        .unwrap();
+        assert!(r.skipped[0].contains("cannot be used in a path"));
+    }
+
+    #[test]
+    fn unreadable_file_is_skipped() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("hwloc_topo_whole.xml");
+        std::fs::write(&file, xml_of("pack:1 core:1 pu:1")).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let readable = std::fs::read(&file).is_ok(); // root reads anything
+        let online = CpuList::parse("0").unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &online, live_marker).unwrap();
+        if readable {
+            assert!(matches!(r.source, SourceKind::SlurmCache(_)));
+        } else {
+            assert_eq!(r.source, SourceKind::Live);
+            assert!(
+                r.skipped[0].contains("Permission denied"),
+                "{:?}",
+                r.skipped
+            );
+        }
+    }
+
+    #[test]
+    fn live_failure_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = node_topology(&site(dir.path(), None), "n", &CpuList::new(), || {
+            Err(LoadError::InvalidSynthetic("x".into()))
+        })
+        .unwrap_err();
+        assert!(e.contains("invalid hwloc synthetic topology"));
+    }
+}

@@ -1,0 +1,46 @@
+#!/bin/bash
+# Starts one cluster member: `entrypoint.sh controller` or `entrypoint.sh node`.
+set -euo pipefail
+role=${1:?usage: entrypoint.sh controller|node}
+
+# cgroup v1 hierarchies that Slurm uses (cpuset for ConstrainCores, freezer for
+# proctrack/cgroup, memory), read-write and rooted at this container's private cgroup
+# namespace. Docker mounts them read-only; a fresh mount of the controller over it
+# (CAP_SYS_ADMIN) is writable. A controller that cannot be mounted is a fatal error.
+remount_cgroups() {
+    for ctrl in cpuset freezer memory; do
+        mount -t cgroup -o "$ctrl" cgroup "/sys/fs/cgroup/$ctrl" \
+            || { echo "entrypoint: cannot mount the $ctrl cgroup read-write" >&2; exit 1; }
+    done
+}
+
+# The plugin under test, installed as a new file (never replaced in place under a running
+# daemon), enabled with the non-comment lines of plugstack.conf.example.
+install_plugin() {
+    if [ -f /opt/lama/spank_lama.so ]; then
+        install -m 0755 /opt/lama/spank_lama.so /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so
+        grep -v -e '^#' -e '^[[:space:]]*$' /opt/lama/plugstack.conf.example > /etc/slurm/plugstack.conf.d/lama.conf
+    else
+        rm -f /etc/slurm/plugstack.conf.d/lama.conf
+        echo "entrypoint: no plugin in /opt/lama; running without it" >&2
+    fi
+}
+
+start_munge() {
+    install -o munge -g munge -m 0400 /opt/lama/munge.key /etc/munge/munge.key
+    runuser -u munge -- /usr/sbin/munged
+}
+
+install_plugin
+start_munge
+case "$role" in
+    controller)
+        exec runuser -u slurm -- /usr/sbin/slurmctld -D -i
+        ;;
+    node)
+        remount_cgroups
+        node=$(hostname -s)
+        export HWLOC_XMLFILE=/etc/slurm/topology/$node.xml HWLOC_THISSYSTEM=1
+        exec /usr/sbin/slurmd -D -N "$node"
+        ;;
+esac

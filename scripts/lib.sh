@@ -1,0 +1,32 @@
+# Shared shell helpers for the project's scripts (sourced, not run).
+
+# The Debian mirror this host's apt uses (deb822 "URIs:" or one-line "deb URI suite ..."),
+# skipping security mirrors. Never hard-coded: the cluster image is built from the same mirror.
+debian_mirror() {
+    local uri
+    uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
+        | awk 'tolower($1)=="uris:" { for (i = 2; i <= NF; i++) print $i }' \
+        | grep -v -e security -e nodesource -e google | grep '/debian/\?$' | head -n1)
+    if [ -z "$uri" ]; then
+        uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+            | awk '$1=="deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; break } }' \
+            | grep -v security | grep '/debian/\?$' | head -n1)
+    fi
+    [ -n "$uri" ] || { echo "cannot find a Debian mirror in /etc/apt/sources.list*" >&2; return 1; }
+    echo "${uri%/}"
+}
+
+# apt-get with a private package list for Debian trixie, for single packages the host needs
+# from the cluster's release (docker compose v2). Usage: trixie_apt ARGS...
+trixie_apt() {
+    local dir=${TRIXIE_APT_DIR:-/var/cache/spank-lama/trixie-apt}
+    mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
+    if [ ! -f "$dir/sources.list" ]; then
+        echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) trixie main" > "$dir/sources.list"
+    fi
+    apt-get -q -o Dir::Etc::sourcelist="$dir/sources.list" -o Dir::Etc::sourceparts=- \
+        -o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache" \
+        -o APT::Get::List-Cleanup=0 -o APT::Sandbox::User=root "$@"
+}
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

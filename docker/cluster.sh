@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The docker Slurm test cluster.
+# The docker Slurm test cluster (see docker/README.md).
 #   docker/cluster.sh build    base image (mmdebstrap of Debian trixie from this host's mirror,
 #                              imported into Docker; cached by a hash of its inputs), node image,
 #                              Slurm headers for building the plugin, munge key
@@ -7,14 +7,24 @@
 #                              lama command) and stage them for the containers
 #   docker/cluster.sh up       build + plugin + (re)start the cluster, wait for healthchecks
 #   docker/cluster.sh down     stop and remove the containers
-#   docker/cluster.sh exec SERVICE CMD...   run a command in a container (as root)
+#   docker/cluster.sh exec [-u USER] MEMBER CMD...   run a command in a member (root by default)
 #   docker/cluster.sh logs     daemon logs of every member
+#   docker/cluster.sh status   health of every member and sinfo
+# Environment:
+#   LAMA_PLUGIN=none     up: start without the plugin (no cargo build; lama.conf removed)
+#   LAMA_CLUSTER=NAME    compose project name (default spank-lama): a second, independent
+#                        cluster beside the first one (its own network, staging and key)
+#   LAMA_UP_TIMEOUT=S    seconds to wait for the healthchecks (default 180)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
 . "$top/scripts/lib.sh"
 build=$here/.build
-mkdir -p "$build/lama"
+project=${LAMA_CLUSTER:-spank-lama}
+# What the containers see as /opt/lama: munge key, spank_lama.so, plugstack.conf.example.
+if [ "$project" == spank-lama ]; then stage=$build/lama; else stage=$build/lama-$project; fi
+mkdir -p "$stage"
+members=(slurmctld node1 node2 node3)
 
 base_packages="slurmd,slurmctld,slurm-client,munge,hwloc,libhwloc15,libslurm-dev,procps,iproute2,util-linux,ca-certificates"
 
@@ -63,7 +73,7 @@ cmd_build() {
     base=$(base_image)
     node=$(node_image "$base")
     slurm_headers "$base"
-    [ -f "$build/lama/munge.key" ] || dd if=/dev/urandom of="$build/lama/munge.key" bs=1024 count=1 status=none
+    [ -f "$stage/munge.key" ] || dd if=/dev/urandom of="$stage/munge.key" bs=1024 count=1 status=none
     echo "$node" > "$build/node-image"
 }
 
@@ -72,19 +82,55 @@ cmd_plugin() {
     log "building spank_lama.so against $(grep -h 'define SLURM_VERSION_STRING' "$build/slurm-include/usr/include/slurm/slurm_version.h" | cut -d'"' -f2)"
     (cd "$top" && BINDGEN_EXTRA_CLANG_ARGS="-I$build/slurm-include/usr/include" \
         cargo build --release --quiet -p spank-lama -p lama-cli)
-    install -m 0755 "$top/target/release/libspank_lama.so" "$build/lama/spank_lama.so"
-    install -m 0644 "$top/plugstack.conf.example" "$build/lama/plugstack.conf.example"
+    # A new file each time (install unlinks first): a container that still maps the old one
+    # keeps it; the members load the new one when `up` restarts them.
+    install -m 0755 "$top/target/release/libspank_lama.so" "$stage/spank_lama.so"
+    install -m 0644 "$top/plugstack.conf.example" "$stage/plugstack.conf.example"
 }
 
 compose() {
-    LAMA_NODE_IMAGE=$(cat "$build/node-image") docker compose -p spank-lama -f "$here/compose.yaml" "$@"
+    LAMA_NODE_IMAGE=$(cat "$build/node-image") LAMA_STAGE=$stage \
+        docker compose -p "$project" -f "$here/compose.yaml" "$@"
+}
+
+# Polls every member's healthcheck (compose's own --wait would do, but this also prints which
+# member is late and its log when the bound is reached).
+wait_healthy() {
+    local deadline=$((SECONDS + ${LAMA_UP_TIMEOUT:-180})) m id st pending
+    while :; do
+        pending=()
+        for m in "${members[@]}"; do
+            id=$(compose ps -q "$m")
+            st=$(docker inspect -f '{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$id" 2>/dev/null || echo missing)
+            case "$st" in
+                running/healthy) ;;
+                running/*) pending+=("$m:$st") ;;
+                *) echo "cluster: $m is $st" >&2; compose logs --no-color "$m" >&2; return 1 ;;
+            esac
+        done
+        [ ${#pending[@]} -gt 0 ] || return 0
+        if [ $SECONDS -ge $deadline ]; then
+            echo "cluster: not healthy after ${LAMA_UP_TIMEOUT:-180}s: ${pending[*]}" >&2
+            for m in "${pending[@]}"; do compose exec -T "${m%%:*}" sh -c 'tail -n 20 /var/log/slurm/*.log' >&2 || true; done
+            return 1
+        fi
+        sleep 1
+    done
 }
 
 cmd_up() {
     cmd_build
-    cmd_plugin
-    log "starting the cluster"
-    compose up -d --force-recreate --wait --quiet-pull >&2
+    if [ "${LAMA_PLUGIN:-}" == none ]; then
+        log "LAMA_PLUGIN=none: starting without the plugin"
+        rm -f "$stage/spank_lama.so" "$stage/plugstack.conf.example"
+    else
+        cmd_plugin
+    fi
+    log "starting the cluster ($project)"
+    local t0=$SECONDS
+    compose up -d --force-recreate --remove-orphans --quiet-pull >&2
+    wait_healthy
+    log "healthy after $((SECONDS - t0))s"
     compose exec -T slurmctld sinfo -N -o '%N %T %c %z' >&2
 }
 
@@ -93,12 +139,21 @@ case "${1:-}" in
     plugin) cmd_plugin ;;
     up) cmd_up ;;
     down) [ -f "$build/node-image" ] && compose down -t 2 --remove-orphans ;;
-    exec) shift; compose exec -T "$@" ;;
+    exec)
+        shift
+        user=()
+        if [ "${1:-}" == -u ]; then user=(-u "$2"); shift 2; fi
+        compose exec -T "${user[@]}" "$@"
+        ;;
     logs)
-        for s in slurmctld node1 node2 node3; do
+        for s in "${members[@]}"; do
             echo "== $s"
             compose exec -T "$s" sh -c 'cat /var/log/slurm/*.log' || true
         done
         ;;
-    *) sed -n '2,12p' "$0" >&2; exit 2 ;;
+    status)
+        compose ps
+        compose exec -T slurmctld sinfo -N -o '%N %T %c %z'
+        ;;
+    *) sed -n '2,17p' "$0" >&2; exit 2 ;;
 esac

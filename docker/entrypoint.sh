@@ -15,11 +15,16 @@ remount_cgroups() {
 }
 
 # The plugin under test, installed as a new file (never replaced in place under a running
-# daemon), enabled with the non-comment lines of plugstack.conf.example.
+# daemon) at the path that plugstack.conf.example names, enabled with the example's non-comment
+# lines. No staged plugin: the cluster runs without it.
 install_plugin() {
-    if [ -f /opt/lama/spank_lama.so ]; then
-        install -m 0755 /opt/lama/spank_lama.so /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so
-        grep -v -e '^#' -e '^[[:space:]]*$' /opt/lama/plugstack.conf.example > /etc/slurm/plugstack.conf.d/lama.conf
+    local example=/opt/lama/plugstack.conf.example path
+    if [ -f /opt/lama/spank_lama.so ] && [ -f "$example" ]; then
+        path=$(awk '!/^[[:space:]]*(#|$)/ { print $2; exit }' "$example")
+        [ -n "$path" ] || { echo "entrypoint: no plugin line in $example" >&2; exit 1; }
+        install -D -m 0755 /opt/lama/spank_lama.so "$path"
+        grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$example" > /etc/slurm/plugstack.conf.d/lama.conf
+        echo "entrypoint: plugin installed as $path" >&2
     else
         rm -f /etc/slurm/plugstack.conf.d/lama.conf
         echo "entrypoint: no plugin in /opt/lama; running without it" >&2

@@ -1,0 +1,380 @@
+#!/usr/bin/env bash
+# End-to-end tests on the running docker cluster (docker/cluster.sh up). Every assertion is on
+# what the kernel reports inside the tasks (Cpus_allowed_list) or what Slurm prints to the
+# user. Expectations come from the `lama` command run on each node's own topology and cpuset,
+# and a few are written out by hand so that a bug shared by both cannot hide.
+#
+#   tests/e2e/run.sh [TEST...]     (default: all tests, in order)
+#   tests/e2e/run.sh --base        only the tests that need no plugin (the cluster may have none:
+#                                  LAMA_PLUGIN=none docker/cluster.sh up)
+# LAMA_CLUSTER=NAME picks the cluster (docker/cluster.sh's compose project; default spank-lama).
+# Ends with "e2e: N passed, N failed"; exits non-zero if any failed.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cluster=$top/docker/cluster.sh
+lama=$top/target/release/lama
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+nodes=(node1 node2 node3)
+
+# --- helpers -------------------------------------------------------------------------------
+
+# Runs a command as the unprivileged user on the controller (the submit host).
+as_user() { "$cluster" exec -u tester slurmctld "$@"; }
+# Runs a command as root in one member.
+on() { local m=$1; shift; "$cluster" exec "$m" "$@"; }
+
+# What each task reports, one line per task sorted by rank: "RANK HOST CPUS LAMA_CPUS".
+task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_CPUS-unset}"'
+# srun ARGS... with the task report; stdout to $work/out, stderr to $work/err, returns srun's status.
+run_srun() {
+    as_user srun "$@" bash -c "$task_report" > "$work/out" 2> "$work/err"
+    local rc=$?
+    sort -n -o "$work/out" "$work/out"
+    return $rc
+}
+
+# Runs BODY (shell lines) as a batch job with SBATCH-ARGS and waits; the output (from the job's
+# first node, NODE) lands in $work/out, task report lines only, sorted by rank.
+run_batch() { # NODE BODY SBATCH-ARGS...
+    local node=$1 body=$2; shift 2
+    printf '#!/bin/bash\n%s\n' "$body" | as_user sh -c 'cat > /tmp/lama-batch.sh' || return 1
+    as_user sbatch --parsable --wait -o /tmp/lama-batch.out "$@" /tmp/lama-batch.sh > /dev/null || return 1
+    on "$node" cat /tmp/lama-batch.out | grep -E '^[0-9]+ ' | sort -n > "$work/out"
+}
+
+fail() { echo "    $*" >&2; return 1; }
+
+# assert_eq WHAT EXPECTED ACTUAL
+assert_eq() {
+    [ "$2" == "$3" ] || fail "$1: expected [$2], got [$3]"
+}
+
+# Polls CMD... (quietly) until it succeeds, at most SECONDS: wait_for SECONDS CMD...
+wait_for() {
+    local deadline=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do
+        [ $SECONDS -lt $deadline ] || return 1
+        sleep 0.5
+    done
+}
+
+job_state() { as_user squeue -h -j "$1" -o %T 2>/dev/null; }
+job_running() { [ "$(job_state "$1")" == RUNNING ]; }
+job_gone() { [ -z "$(job_state "$1")" ]; }
+nodes_idle() { [ "$(as_user sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')" == "node1 idle node2 idle node3 idle " ]; }
+
+# hold_cpus NODE N: a batch job holding N CPUs of NODE (sleeping); prints its id once it runs.
+hold_cpus() {
+    local id
+    id=$(as_user sbatch --parsable -w "$1" -n "$2" -o /dev/null --wrap 'sleep 300') || return 1
+    wait_for 30 job_running "$id" || { as_user scancel "$id"; fail "job $id holding $2 CPU(s) of $1 did not start"; return 1; }
+    echo "$id"
+}
+# release JOBID: cancels the job and waits until it is gone and every node is idle again.
+release() {
+    as_user scancel "$1"
+    wait_for 60 job_gone "$1" && wait_for 60 nodes_idle || fail "job $1 did not end cleanly"
+}
+# The cpuset.cpus of a job's cgroup (cgroup v1, task/cgroup) on NODE: job_cpuset NODE JOBID
+job_cpuset() { on "$1" sh -c "cat /sys/fs/cgroup/cpuset/slurm_$1/uid_*/job_$2/cpuset.cpus"; }
+
+# The field of the task report (2 host, 3 Cpus_allowed_list, 4 LAMA_CPUS) of every task, space-separated.
+report_field() { awk -v f="$1" '{ printf "%s%s", (NR > 1 ? " " : ""), $f }' "$work/out"; }
+
+# The CPUs reported by the tasks, as "host:cpus" per rank.
+actual_cpus() { awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $3 }' "$work/out"; }
+
+# What `lama map` predicts for the tasks of the last run: for each node, its tasks (by Slurm's
+# rank order) placed on that node's topology restricted to CPUS (default: the node's CPUs),
+# with the lama options given. Prints "host:cpus" per rank like actual_cpus.
+# predict [--restrict CPUS] LAMA-MAP-ARGS...
+predict() {
+    local restrict=() ; if [ "$1" == "--restrict" ]; then restrict=(--restrict "$2"); shift 2; fi
+    local -A cpus_of
+    local host
+    for host in $(awk '{ print $2 }' "$work/out" | sort -u); do
+        local ranks np json
+        ranks=$(awk -v h="$host" '$2 == h { print $1 }' "$work/out" | sort -n)
+        np=$(echo "$ranks" | wc -l)
+        json=$("$lama" map --topology "$work/$host.xml" --np "$np" "${restrict[@]}" "$@" --json) || return 1
+        local k=0 r
+        for r in $ranks; do
+            cpus_of[$r]=$(echo "$json" | jq -r ".processes[$k].cpus | map(tostring) | join(\",\")")
+            k=$((k + 1))
+        done
+    done
+    local first=1 r
+    for r in $(awk '{ print $1 }' "$work/out"); do
+        host=$(awk -v r="$r" '$1 == r { print $2 }' "$work/out")
+        [ $first -eq 1 ] || printf ' '
+        first=0
+        # lama prints 0,1; the kernel prints ranges (0-1): compare in the kernel's form.
+        printf '%s:%s' "$host" "$(echo "${cpus_of[$r]}" | tr ',' '\n' | awk 'NR == 1 { s = $1; e = $1; next } $1 == e + 1 { e = $1; next } { printf "%s,", (s == e ? s : s "-" e); s = $1; e = $1 } END { printf "%s", (s == e ? s : s "-" e) }')"
+    done
+}
+
+# Writes the plugin's plugstack line on every member (srun reads it too), with extra args.
+set_plugstack() {
+    local line
+    line="$(grep -v -e '^#' -e '^[[:space:]]*$' "$top/plugstack.conf.example") $*"
+    for m in slurmctld "${nodes[@]}"; do
+        on "$m" sh -c "echo '$line' > /etc/slurm/plugstack.conf.d/lama.conf"
+    done
+}
+reset_plugstack() { set_plugstack ""; }
+
+# --- tests ---------------------------------------------------------------------------------
+
+t_setup() {
+    for h in "${nodes[@]}"; do
+        on "$h" cat "/etc/slurm/topology/$h.xml" > "$work/$h.xml" || return 1
+    done
+    # Nodes may still be completing the jobs of an earlier run.
+    wait_for 60 nodes_idle || fail "nodes not idle: $(as_user sinfo -h -N -o '%N %T' | tr '\n' ' ')" || return 1
+    [ -n "$base_only" ] && return 0
+    [ -x "$lama" ] || fail "$lama is missing (docker/cluster.sh plugin builds it)" || return 1
+    on slurmctld test -f /opt/lama/spank_lama.so || fail "the cluster has no plugin (LAMA_PLUGIN=none?)" || return 1
+    reset_plugstack
+}
+
+t_confinement() {
+    # Real cgroup confinement (task/cgroup, ConstrainCores): a job holds CPU 0 of node3; the
+    # task of a second job there, with Slurm's own binding turned off, sees only CPU 1.
+    local holder
+    holder=$(hold_cpus node3 1) || return 1
+    local held; held=$(job_cpuset node3 "$holder")
+    run_srun -w node3 -n1 --cpu-bind=none
+    local rc=$? err; err=$(cat "$work/err")
+    release "$holder" || return 1
+    [ $rc -eq 0 ] || fail "srun failed: $err" || return 1
+    assert_eq "cpuset.cpus of the holding job" "0" "$held" || return 1
+    assert_eq "the second task's Cpus_allowed_list" "node3:1" "$(actual_cpus)" || return 1
+    # Without the other job the same step gets CPU 0 (the first free one), and a step with
+    # both CPUs sees both: the cpuset follows the allocation.
+    run_srun -w node3 -n1 --cpu-bind=none || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "alone, the task's Cpus_allowed_list" "node3:0" "$(actual_cpus)" || return 1
+    run_srun -w node3 -n1 -c2 --cpu-bind=none || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "with -c2, the task's Cpus_allowed_list" "node3:0-1" "$(actual_cpus)"
+}
+
+t_no_options_leaves_slurm_alone() {
+    run_srun -N3 -n6 || fail "srun failed: $(cat "$work/err")" || return 1
+    # Slurm's own binding (task/affinity, one CPU per task), no LAMA variables.
+    assert_eq "bindings" "node1:0 node1:1 node2:0 node2:1 node3:0 node3:1" "$(actual_cpus)" || return 1
+    assert_eq "LAMA_CPUS" "unset unset unset unset unset unset" "$(awk '{ printf "%s%s", (NR > 1 ? " " : ""), $4 }' "$work/out")"
+}
+
+check_layout() { # SRUN-LAMA-ARGS... -- LAMA-MAP-ARGS...
+    local srun_args=() map_args=()
+    while [ "$1" != "--" ]; do srun_args+=("$1"); shift; done
+    shift
+    map_args=("$@")
+    run_srun -N3 -n6 "${srun_args[@]}" || fail "srun ${srun_args[*]} failed: $(cat "$work/err")" || return 1
+    assert_eq "srun ${srun_args[*]}" "$(predict "${map_args[@]}")" "$(actual_cpus)"
+}
+
+t_bind_core() {
+    check_layout --lama-map=scbnh --lama-bind=1c -- --map scbnh --bind 1c || return 1
+    # By hand: node2 is one core with two threads, so both tasks get the whole core.
+    assert_eq "by hand" "node1:0 node1:1 node2:0-1 node2:0-1 node3:0 node3:1" "$(actual_cpus)"
+}
+
+t_bind_socket() {
+    check_layout --lama-map=scbnh --lama-bind=1s -- --map scbnh --bind 1s || return 1
+    # By hand: node1 has two sockets, node2 and node3 one.
+    assert_eq "by hand" "node1:0 node1:1 node2:0-1 node2:0-1 node3:0-1 node3:0-1" "$(actual_cpus)"
+}
+
+t_bind_hwthread() {
+    check_layout --lama-map=hcsbn --lama-bind=1h -- --map hcsbn --bind 1h || return 1
+    assert_eq "by hand" "node1:0 node1:1 node2:0 node2:1 node3:0 node3:1" "$(actual_cpus)"
+}
+
+t_bind_none_keeps_slurm_binding() {
+    run_srun -N3 -n6 --lama-map=scbnh --lama-bind=none || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "bindings" "node1:0 node1:1 node2:0 node2:1 node3:0 node3:1" "$(actual_cpus)" || return 1
+    # The placement is still described: LAMA_CPUS is set and empty for no binding (each line
+    # has three fields, not "unset").
+    assert_eq "lines with LAMA_CPUS non-empty or unset" "0" "$(awk 'NF != 3' "$work/out" | wc -l)"
+}
+
+t_order_sequential() {
+    check_layout --lama-map=csbnh --lama-bind=1c --lama-order=s -- --map csbnh --bind 1c --order s
+}
+
+t_mppr() {
+    check_layout --lama-map=hcsbn --lama-bind=1h --lama-mppr=1:h,2:s -- --map hcsbn --bind 1h --mppr 1:h,2:s
+}
+
+t_alias() {
+    check_layout --lama-map=socket --lama-bind=core -- --map socket --bind core || return 1
+    assert_eq "by hand" "node1:0 node1:1 node2:0-1 node2:0-1 node3:0 node3:1" "$(actual_cpus)"
+}
+
+t_sbatch_options_reach_steps() {
+    # The options are #SBATCH lines only: they reach the script's srun step through Slurm.
+    run_batch node1 "#SBATCH -N3 -n6 --lama-map=scbnh --lama-bind=1s
+srun bash -c '$task_report'" || fail "batch job failed" || return 1
+    assert_eq "sbatch" "$(predict --map scbnh --bind 1s)" "$(actual_cpus)" || return 1
+    assert_eq "by hand" "node1:0 node1:1 node2:0-1 node2:0-1 node3:0-1 node3:0-1" "$(actual_cpus)"
+}
+
+t_step_cpuset_is_honoured() {
+    # Another job holds one CPU of node3; the step gets the other one and LAMA places inside it.
+    local holder
+    holder=$(as_user sbatch --parsable -w node3 -n1 --wrap 'sleep 60') || return 1
+    local i
+    for i in $(seq 50); do
+        as_user squeue -h -j "$holder" -o %T | grep -q RUNNING && break
+        sleep 0.2
+    done
+    run_srun -w node3 -n1 --lama-map=csbnh --lama-bind=1c
+    local rc=$?
+    as_user scancel "$holder"
+    [ $rc -eq 0 ] || fail "srun failed: $(cat "$work/err")" || return 1
+    local given
+    given=$(awk '{ print $3 }' "$work/out")
+    [ "$given" == "0" ] || [ "$given" == "1" ] || fail "expected one CPU, got $given" || return 1
+    assert_eq "placement" "$(predict --restrict "$given" --map csbnh --bind 1c)" "$(actual_cpus)" || return 1
+    # By hand: the free CPU is the other one than the holder's.
+    local held
+    held=$(on node3 sh -c "cat /sys/fs/cgroup/cpuset/slurm*/uid_*/job_$holder/cpuset.cpus 2>/dev/null" | head -n1)
+    [ -z "$held" ] || [ "$held" != "$given" ] || fail "the step got the held CPU $held"
+}
+
+expect_refused() { # WHAT-STDERR-CONTAINS SRUN-ARGS...
+    local want=$1; shift
+    if run_srun -N1 -n1 "$@"; then fail "srun $* succeeded"; return 1; fi
+    grep -qF -- "$want" "$work/err" || fail "srun $*: stderr lacks [$want]: $(cat "$work/err")" || return 1
+    [ ! -s "$work/out" ] || fail "srun $* launched tasks: $(cat "$work/out")"
+}
+
+t_bad_input_fails_before_launch() {
+    local before after
+    before=$(as_user squeue -h -t all -o %i | wc -l)
+    expect_refused "invalid mapping layout 'xyz': unknown token 'x'" --lama-map=xyz || return 1
+    expect_refused "invalid binding width '3q': unknown token 'q'" --lama-map=scbnh --lama-bind=3q || return 1
+    expect_refused "invalid MPPR limit list 'a:b': 'a' is not a process count" --lama-map=scbnh --lama-mppr=a:b || return 1
+    expect_refused "invalid rank ordering 'x': unknown ordering 'x'" --lama-map=scbnh --lama-order=x || return 1
+    # The caret line of the diagnostic reaches the terminal too.
+    expect_refused "example: scbnh" --lama-map=scbnx || return 1
+    after=$(as_user squeue -h -t all -o %i | wc -l)
+    assert_eq "jobs created by refused commands" "$before" "$after"
+}
+
+t_oversubscription() {
+    # node3 has two cores: two tasks bound to two cores each do not fit.
+    if run_srun -w node3 -n2 --lama-map=csbnh --lama-bind=2c; then
+        fail "oversubscribed step ran"; return 1
+    fi
+    grep -qF "placed 1 of 2 processes: oversubscribed" "$work/err" || fail "message: $(cat "$work/err")" || return 1
+    # An MPPR that cannot hold: two tasks, one core, at most one process per core.
+    if run_srun -w node2 -n2 --lama-map=hcsbn --lama-bind=1h --lama-mppr=1:c; then
+        fail "MPPR-oversubscribed step ran"; return 1
+    fi
+    grep -qF "and MPPR 1:c offers 1 positions" "$work/err" || fail "message: $(cat "$work/err")" || return 1
+    # With --overcommit, three tasks on a two-core allocation run: a second pass.
+    run_batch node3 "srun -n3 --overcommit --lama-map=csbnh --lama-bind=1c bash -c '$task_report'" -w node3 -n2 \
+        || fail "overcommitted job failed" || return 1
+    assert_eq "with --overcommit" "$(predict --map csbnh --bind 1c --oversubscribe)" "$(actual_cpus)" || return 1
+    assert_eq "by hand" "node3:0 node3:1 node3:0" "$(actual_cpus)"
+}
+
+t_verbose_one_line_per_task() {
+    run_srun -N3 -n6 --lama-map=scbnh --lama-bind=1c --lama-verbose || fail "srun failed" || return 1
+    assert_eq "verbose lines" "6" "$(grep -c '^lama-bind=1c layout=scbnh - node[1-3], task' "$work/err")" || return 1
+    grep -qE '^lama-bind=1c layout=scbnh - node2, task +[23] +[01] \[[0-9]+\]: mask 0x3 set \(cpus 0-1\), mapped PU L#[01] P#[01] \[BB\]$' "$work/err" \
+        || fail "node2's line: $(grep node2 "$work/err")"
+}
+
+t_site_default_and_policy() {
+    set_plugstack "map=csbnh bind=1c"
+    run_srun -N3 -n6 || { reset_plugstack; fail "srun failed: $(cat "$work/err")"; return 1; }
+    local got; got=$(actual_cpus)
+    local want; want=$(predict --map csbnh --bind 1c)
+    # A site default that cannot be placed degrades to Slurm's binding with a warning.
+    set_plugstack "map=csbnh bind=2c"
+    run_srun -w node3 -n2
+    local rc=$?
+    local warned; warned=$(grep -c "warning: the site's default placement was not applied" "$work/err")
+    # With user_options=no, users cannot override the site.
+    set_plugstack "map=csbnh user_options=no"
+    run_srun -N1 -n1 --lama-map=scbnh
+    local refused=$?
+    grep -qF "does not allow --lama-* options" "$work/err"
+    local said=$?
+    reset_plugstack
+    assert_eq "site default" "$want" "$got" || return 1
+    [ $rc -eq 0 ] || fail "site default failure failed the step" || return 1
+    [ "$warned" -ge 1 ] || fail "no warning for the failed site default" || return 1
+    [ $refused -ne 0 ] && [ $said -eq 0 ] || fail "user option not refused: $(cat "$work/err")"
+}
+
+slurmd_log_since() { on "$1" sh -c "tail -n +$2 /var/log/slurm/slurmd.log"; }
+
+t_topology_sources() {
+    local n1
+    n1=$(on node1 sh -c 'wc -l < /var/log/slurm/slurmd.log')
+    run_srun -w node1 -n2 --lama-map=scbnh --lama-bind=1c || fail "srun failed: $(cat "$work/err")" || return 1
+    slurmd_log_since node1 "$n1" | grep -q "source=Slurm's cached /var/lib/slurm/slurmd/hwloc_topo_whole.xml" \
+        || fail "Slurm's cached XML was not used: $(slurmd_log_since node1 "$n1" | grep lama)" || return 1
+    # A corrupt admin file, then a stale one (4 CPUs on a 2-CPU node): skipped with a logged
+    # reason, and the job still runs correctly from the next source.
+    for m in "${nodes[@]}"; do
+        on "$m" sh -c 'echo "<topology><broken" > /etc/slurm/topology/corrupt-$(hostname -s).xml; lstopo-no-graphics -i "pack:2 core:2 pu:1" --of xml /etc/slurm/topology/stale-$(hostname -s).xml 2>/dev/null'
+    done
+    local kind
+    for kind in corrupt stale; do
+        set_plugstack "topology=/etc/slurm/topology/$kind-%n.xml"
+        n1=$(on node1 sh -c 'wc -l < /var/log/slurm/slurmd.log')
+        run_srun -N3 -n6 --lama-map=scbnh --lama-bind=1c
+        local rc=$?
+        reset_plugstack
+        [ $rc -eq 0 ] || fail "$kind admin XML: srun failed: $(cat "$work/err")" || return 1
+        assert_eq "$kind admin XML" "node1:0 node1:1 node2:0-1 node2:0-1 node3:0 node3:1" "$(actual_cpus)" || return 1
+        local want="not a valid hwloc XML topology"; [ $kind == stale ] && want="is stale: it describes CPUs 0-3"
+        slurmd_log_since node1 "$n1" | grep "topology source skipped" | grep -qF "$want" \
+            || fail "$kind: no logged reason: $(slurmd_log_since node1 "$n1" | grep lama)" || return 1
+    done
+}
+
+t_daemons_still_up() {
+    local state
+    wait_for 60 nodes_idle
+    state=$(as_user sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')
+    assert_eq "nodes" "node1 idle node2 idle node3 idle " "$state" || return 1
+    local m
+    for m in slurmctld "${nodes[@]}"; do
+        if on "$m" sh -c 'cat /var/log/slurm/*.log' | grep -E 'fatal|Segmentation|panicked|Caught panic' >&2; then
+            fail "$m logged a crash"; return 1
+        fi
+    done
+}
+
+all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_bind_hwthread
+    t_bind_none_keeps_slurm_binding t_order_sequential t_mppr t_alias t_sbatch_options_reach_steps
+    t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
+    t_verbose_one_line_per_task t_site_default_and_policy t_topology_sources t_daemons_still_up)
+
+# The tests that need no plugin (the brief's (a), (b), (c)).
+base_tests=(t_setup t_confinement t_no_options_leaves_slurm_alone t_daemons_still_up)
+all_tests=(t_setup t_confinement "${all_tests[@]:1}")
+
+base_only=
+if [ "${1:-}" == --base ]; then base_only=1; shift; set -- "${base_tests[@]}"; fi
+selected=("$@")
+[ ${#selected[@]} -gt 0 ] || selected=("${all_tests[@]}")
+[ "${selected[0]}" == t_setup ] || selected=(t_setup "${selected[@]}")
+passed=0 failed=0
+for t in "${selected[@]}"; do
+    if "$t"; then
+        echo "ok   $t"
+        passed=$((passed + 1))
+    else
+        echo "FAIL $t"
+        failed=$((failed + 1))
+    fi
+done
+echo "e2e: $passed passed, $failed failed"
+[ $failed -eq 0 ]

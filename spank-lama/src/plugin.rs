@@ -88,17 +88,22 @@ fn short_host_name() -> String {
         .unwrap_or_else(|| "node".to_string())
 }
 
-/// A failure of the step's placement.
+/// An error already shown where it belongs (the user's terminal, Slurm's log): returned to
+/// make Slurm fail the command or step, and not reported a second time by `report_error`.
 #[derive(Debug)]
-struct StepError(String);
+struct Shown(String);
 
-impl std::fmt::Display for StepError {
+impl std::fmt::Display for Shown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl Error for StepError {}
+impl Error for Shown {}
+
+fn shown(e: impl std::fmt::Display) -> Box<dyn Error> {
+    Box::new(Shown(e.to_string()))
+}
 
 impl Lama {
     /// Computes this node's placement for the step, or explains why not.
@@ -160,11 +165,20 @@ unsafe impl Plugin for Lama {
         Ok(())
     }
 
+    fn report_error(&self, _spank: &mut SpankHandle, error: &dyn Error) {
+        if error.downcast_ref::<Shown>().is_none() {
+            tracing::error!("lama: {error}");
+        }
+    }
+
     fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         let context = spank.context()?;
         let args = spank.plugin_argv()?;
-        self.site = SiteConfig::from_args(&args, |path| std::fs::read_to_string(path))
-            .inspect_err(|e| slurm_spank::spank_log_error!("{e}"))?;
+        self.site =
+            SiteConfig::from_args(&args, |path| std::fs::read_to_string(path)).map_err(|e| {
+                slurm_spank::spank_log_error!("{e}");
+                shown(e)
+            })?;
         if matches!(
             context,
             Context::Local | Context::Remote | Context::Allocator
@@ -185,7 +199,7 @@ unsafe impl Plugin for Lama {
             // Check before anything is launched; the same diagnostic as `lama map`.
             if let Err(e) = plan::resolve(&user_options(spank), &self.site) {
                 slurm_spank::spank_log_error!("{e}");
-                return Err(Box::new(e));
+                return Err(shown(e));
             }
         }
         Ok(())
@@ -204,7 +218,7 @@ unsafe impl Plugin for Lama {
             Ok(None) => return Ok(()),
             Err(e) => {
                 spank_log_user!("{e}");
-                return Err(Box::new(e));
+                return Err(shown(e));
             }
         };
         match self.place_step(spank, &plan) {
@@ -217,8 +231,9 @@ unsafe impl Plugin for Lama {
                 let fail =
                     plan.origin == Origin::User || self.site.on_default_failure == OnFailure::Fail;
                 if fail {
-                    spank_log_user!("lama: {}: {why}", self.node);
-                    Err(Box::new(StepError(format!("lama: {}: {why}", self.node))))
+                    let msg = format!("lama: {}: {why}", self.node);
+                    spank_log_user!("{msg}");
+                    Err(shown(msg))
                 } else {
                     spank_log_user!(
                         "lama: {}: warning: the site's default placement was not applied: {why}; \
@@ -239,11 +254,12 @@ unsafe impl Plugin for Lama {
         let task = usize::try_from(local)
             .ok()
             .and_then(|l| self.tasks.get(l))
-            .ok_or_else(|| StepError(format!("lama: no placement for local task {local}")))?;
+            .ok_or_else(|| Shown(format!("lama: no placement for local task {local}")))?;
         if plan.bind != lama_engine::Bind::None {
             bind::set_affinity(&task.cpus).map_err(|e| {
-                spank_log_user!("lama: {}: task {}: {e}", self.node, task.global);
-                StepError(e)
+                let msg = format!("lama: {}: task {}: {e}", self.node, task.global);
+                spank_log_user!("{msg}");
+                shown(msg)
             })?;
         }
         for (name, value) in plan::task_environment(plan, task) {

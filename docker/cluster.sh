@@ -80,8 +80,8 @@ cmd_build() {
 cmd_plugin() {
     [ -f "$build/slurm-include/.base" ] || cmd_build
     log "building spank_lama.so against $(grep -h 'define SLURM_VERSION_STRING' "$build/slurm-include/usr/include/slurm/slurm_version.h" | cut -d'"' -f2)"
-    (cd "$top" && BINDGEN_EXTRA_CLANG_ARGS="-I$build/slurm-include/usr/include" \
-        cargo build --release --quiet -p spank-lama -p lama-cli)
+    # .cargo/config.toml points clang (CPATH) at the headers extracted by `build`.
+    (cd "$top" && cargo build --release --quiet -p spank-lama -p lama-cli)
     # A new file each time (install unlinks first): a container that still maps the old one
     # keeps it; the members load the new one when `up` restarts them.
     install -m 0755 "$top/target/release/libspank_lama.so" "$stage/spank_lama.so"

@@ -66,6 +66,8 @@ pub struct Lama {
     plan: Option<Plan>,
     tasks: Vec<TaskPlacement>,
     node: String,
+    /// Set when a callback returns an error it has already shown (see [`Shown`]).
+    shown: std::cell::Cell<bool>,
 }
 
 fn user_options(spank: &SpankHandle) -> UserOptions {
@@ -101,8 +103,12 @@ impl std::fmt::Display for Shown {
 
 impl Error for Shown {}
 
-fn shown(e: impl std::fmt::Display) -> Box<dyn Error> {
-    Box::new(Shown(e.to_string()))
+impl Lama {
+    /// Wraps an error that was already shown, so that `report_error` does not repeat it.
+    fn shown(&self, e: impl std::fmt::Display) -> Box<dyn Error> {
+        self.shown.set(true);
+        Box::new(Shown(e.to_string()))
+    }
 }
 
 impl Lama {
@@ -166,7 +172,8 @@ unsafe impl Plugin for Lama {
     }
 
     fn report_error(&self, _spank: &mut SpankHandle, error: &dyn Error) {
-        if error.downcast_ref::<Shown>().is_none() {
+        // `error` is not 'static, so it cannot be downcast: the callbacks flag what they showed.
+        if !self.shown.replace(false) {
             tracing::error!("lama: {error}");
         }
     }
@@ -177,7 +184,7 @@ unsafe impl Plugin for Lama {
         self.site =
             SiteConfig::from_args(&args, |path| std::fs::read_to_string(path)).map_err(|e| {
                 slurm_spank::spank_log_error!("{e}");
-                shown(e)
+                self.shown(e)
             })?;
         if matches!(
             context,
@@ -199,7 +206,7 @@ unsafe impl Plugin for Lama {
             // Check before anything is launched; the same diagnostic as `lama map`.
             if let Err(e) = plan::resolve(&user_options(spank), &self.site) {
                 slurm_spank::spank_log_error!("{e}");
-                return Err(shown(e));
+                return Err(self.shown(e));
             }
         }
         Ok(())
@@ -218,7 +225,7 @@ unsafe impl Plugin for Lama {
             Ok(None) => return Ok(()),
             Err(e) => {
                 spank_log_user!("{e}");
-                return Err(shown(e));
+                return Err(self.shown(e));
             }
         };
         match self.place_step(spank, &plan) {
@@ -233,7 +240,7 @@ unsafe impl Plugin for Lama {
                 if fail {
                     let msg = format!("lama: {}: {why}", self.node);
                     spank_log_user!("{msg}");
-                    Err(shown(msg))
+                    Err(self.shown(msg))
                 } else {
                     spank_log_user!(
                         "lama: {}: warning: the site's default placement was not applied: {why}; \
@@ -254,12 +261,12 @@ unsafe impl Plugin for Lama {
         let task = usize::try_from(local)
             .ok()
             .and_then(|l| self.tasks.get(l))
-            .ok_or_else(|| Shown(format!("lama: no placement for local task {local}")))?;
+            .ok_or_else(|| format!("lama: no placement for local task {local}"))?;
         if plan.bind != lama_engine::Bind::None {
             bind::set_affinity(&task.cpus).map_err(|e| {
                 let msg = format!("lama: {}: task {}: {e}", self.node, task.global);
                 spank_log_user!("{msg}");
-                shown(msg)
+                self.shown(msg)
             })?;
         }
         for (name, value) in plan::task_environment(plan, task) {

@@ -281,13 +281,7 @@ fn runs_of_children_without_a_level_count_as_one_position() {
 
 #[test]
 fn scrambled_os_indexes_are_reported_as_os_indexes() {
-    let mut b = MachineBuilder::new("scrambled");
-    for os in [0, 2, 1, 3] {
-        b.pu(os, true);
-    }
-    b.object(Level::Core, Some(0), &[0, 2]);
-    b.object(Level::Core, Some(1), &[1, 3]);
-    let m = b.build().unwrap();
+    let m = crate::topology::scrambled_machine();
     let p = place(&[&m], &request("cbnh", "1h", 2)).unwrap();
     let info = p.info(1);
     assert_eq!((info.pu_logical, info.pu_os), (2, 1));

@@ -104,6 +104,36 @@ fn lex_levels(
     Ok(out)
 }
 
+/// Reads exactly one level token: `text` starts at byte `at` of `input`. `after` says what the
+/// token follows ("the count", "':'") and `what` what names one level ("a binding").
+fn single_level(
+    subject: Subject,
+    input: &str,
+    text: &str,
+    at: usize,
+    after: &str,
+    what: &str,
+) -> Result<Level, Diagnostic> {
+    if text.is_empty() {
+        return Err(Diagnostic::new(
+            subject,
+            input,
+            Some((col(input, at), 1)),
+            format!("a level token must follow {after}"),
+        ));
+    }
+    let tokens = lex_levels(subject, input, text, at)?;
+    if let Some(&(_, extra, len)) = tokens.get(1) {
+        return Err(Diagnostic::new(
+            subject,
+            input,
+            Some((col(input, extra), len)),
+            format!("{what} names exactly one level"),
+        ));
+    }
+    Ok(tokens[0].0)
+}
+
 impl Layout {
     /// Parses a layout string (`scbnh`) or a map alias (`socket`).
     pub fn parse(input: &str) -> Result<Layout, Diagnostic> {
@@ -242,22 +272,14 @@ impl Bind {
                 "a width of 0 binds to nothing; use 'none' for no binding".to_string(),
             ));
         }
-        let rest = &input[digits..];
-        if rest.is_empty() {
-            return Err(err(
-                Some((col(input, digits), 1)),
-                "a level token must follow the count".to_string(),
-            ));
-        }
-        let tokens = lex_levels(Subject::Binding, input, rest, digits)?;
-        if tokens.len() > 1 {
-            let (_, at, len) = tokens[1];
-            return Err(err(
-                Some((col(input, at), len)),
-                "a binding names exactly one level".to_string(),
-            ));
-        }
-        let level = tokens[0].0;
+        let level = single_level(
+            Subject::Binding,
+            input,
+            &input[digits..],
+            digits,
+            "the count",
+            "a binding",
+        )?;
         if level == Level::Node && count > 1 {
             return Err(err(
                 Some((0, digits)),
@@ -339,21 +361,7 @@ impl Mppr {
                 ));
             }
             let token_at = offset + count.len() + 1;
-            if token.is_empty() {
-                return Err(err(
-                    Some((col(input, token_at), 1)),
-                    "a level token must follow ':'".to_string(),
-                ));
-            }
-            let tokens = lex_levels(Subject::Mppr, input, token, token_at)?;
-            if tokens.len() > 1 {
-                let (_, t_at, len) = tokens[1];
-                return Err(err(
-                    Some((col(input, t_at), len)),
-                    "each limit names exactly one level".to_string(),
-                ));
-            }
-            let level = tokens[0].0;
+            let level = single_level(Subject::Mppr, input, token, token_at, "':'", "each limit")?;
             if limits.iter().any(|(_, l)| *l == level) {
                 return Err(err(
                     Some((col(input, token_at), token.len())),

@@ -276,6 +276,19 @@ impl Machine {
     }
 }
 
+/// A two-core machine whose PU OS indexes are not in logical order (0, 2 | 1, 3), as hwloc
+/// reports on many Intel machines; shared by tests.
+#[cfg(test)]
+pub(crate) fn scrambled_machine() -> Machine {
+    let mut b = MachineBuilder::new("scrambled");
+    for os in [0, 2, 1, 3] {
+        b.pu(os, true);
+    }
+    b.object(Level::Core, Some(0), &[0, 2]);
+    b.object(Level::Core, Some(1), &[1, 3]);
+    b.build().expect("a valid machine")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,13 +318,7 @@ mod tests {
 
     #[test]
     fn builder_keeps_logical_and_os_indexes_apart() {
-        let mut b = MachineBuilder::new("scrambled");
-        for os in [0, 2, 1, 3] {
-            b.pu(os, true);
-        }
-        b.object(Level::Core, Some(0), &[0, 2]);
-        b.object(Level::Core, Some(1), &[1, 3]);
-        let m = b.build().unwrap();
+        let m = scrambled_machine();
         assert_eq!(m.logical_of(1), Some(2));
         assert_eq!(m.objects(Level::Core)[1].pus, 2..4);
     }

@@ -79,7 +79,9 @@ cmd_build() {
 
 cmd_plugin() {
     [ -f "$build/slurm-include/.base" ] || cmd_build
-    log "building spank_lama.so against $(grep -h 'define SLURM_VERSION_STRING' "$build/slurm-include/usr/include/slurm/slurm_version.h" | cut -d'"' -f2)"
+    local n
+    n=$(awk '$2 == "SLURM_VERSION_NUMBER" { print $3 }' "$build/slurm-include/usr/include/slurm/slurm_version.h")
+    log "building spank_lama.so against the cluster's Slurm $((n >> 16)).$(((n >> 8) & 255)).$((n & 255)) headers"
     # .cargo/config.toml points clang (CPATH) at the headers extracted by `build`.
     (cd "$top" && cargo build --release --quiet -p spank-lama -p lama-cli)
     # A new file each time (install unlinks first): a container that still maps the old one

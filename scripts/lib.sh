@@ -1,17 +1,18 @@
 # Shared shell helpers for the project's scripts (sourced, not run).
 
 # The Debian mirror this host's apt uses (deb822 "URIs:" or one-line "deb URI suite ..."),
-# skipping security mirrors. Never hard-coded: the cluster image is built from the same mirror.
+# skipping security mirrors; a URI ending in /debian is preferred. Never hard-coded: the
+# cluster image is built from the same mirror.
 debian_mirror() {
-    local uri
-    uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
-        | awk 'tolower($1)=="uris:" { for (i = 2; i <= NF; i++) print $i }' \
-        | grep -v -e security -e nodesource -e google | grep '/debian/\?$' | head -n1)
-    if [ -z "$uri" ]; then
-        uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
-            | awk '$1=="deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; break } }' \
-            | grep -v security | grep '/debian/\?$' | head -n1)
-    fi
+    local uris uri
+    uris=$( {
+        cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
+            | awk 'tolower($1)=="uris:" { for (i = 2; i <= NF; i++) print $i }'
+        cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+            | awk '$1=="deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z+]+:\/\//) { print $i; break } }'
+    } | grep -E '^(https?|file)://' | grep -v -e security -e '-updates' || true)
+    uri=$(echo "$uris" | grep -E '/debian/?$' | head -n1)
+    [ -n "$uri" ] || uri=$(echo "$uris" | head -n1)
     [ -n "$uri" ] || { echo "cannot find a Debian mirror in /etc/apt/sources.list*" >&2; return 1; }
     echo "${uri%/}"
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole end-to-end run in one command, for CI: host packages, cluster (built and cached as
+# usual, plugin built from this checkout), the tests, the daemon logs when a test failed, and
+# the cluster removed again. Exit status: the tests'.
+#   tests/e2e/ci.sh [--base] [TEST...]    (arguments go to tests/e2e/run.sh; with --base the
+#                                          cluster starts without the plugin)
+# Uses its own cluster (LAMA_CLUSTER, default spank-lama-ci) so a developer's cluster is untouched.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+export LAMA_CLUSTER=${LAMA_CLUSTER:-spank-lama-ci}
+[ "${1:-}" == --base ] && export LAMA_PLUGIN=none
+
+"$top/scripts/deps.sh" || exit 1
+t0=$SECONDS
+if ! "$top/docker/cluster.sh" up; then
+    echo "e2e: the cluster did not come up" >&2
+    "$top/docker/cluster.sh" logs >&2
+    "$top/docker/cluster.sh" down >/dev/null 2>&1
+    echo "e2e: 0 passed, 1 failed"
+    exit 1
+fi
+echo "e2e: cluster up in $((SECONDS - t0))s" >&2
+"$top/tests/e2e/run.sh" "$@"
+rc=$?
+if [ $rc -ne 0 ]; then
+    logs=${TMPDIR:-/tmp}/spank-lama-e2e-logs.txt
+    "$top/docker/cluster.sh" logs > "$logs" 2>&1
+    echo "e2e: daemon logs in $logs" >&2
+fi
+"$top/docker/cluster.sh" down >/dev/null 2>&1
+exit $rc

@@ -23,6 +23,8 @@ pub struct UserOptions {
     pub order: Option<String>,
     /// `--lama-verbose`.
     pub verbose: bool,
+    /// `--lama-omp`.
+    pub omp: bool,
 }
 
 impl UserOptions {
@@ -56,6 +58,8 @@ pub struct Plan {
     pub origin: Origin,
     /// Print one line per task.
     pub verbose: bool,
+    /// Set the OpenMP variables that match each task's binding.
+    pub omp: bool,
 }
 
 /// Why the options cannot make a plan.
@@ -151,6 +155,7 @@ pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<Plan>, Pl
         order: order.unwrap_or(site.order),
         origin,
         verbose: user.verbose || site.verbose,
+        omp: user.omp,
     }))
 }
 
@@ -167,6 +172,10 @@ pub struct TaskPlacement {
     pub cpus: CpuList,
     /// The node picture (`[BB/..][..]`).
     pub picture: String,
+    /// The binding as OpenMP places, one per core: `{0,36},{1,37}` (empty without binding).
+    pub omp_places: String,
+    /// How many places `omp_places` holds.
+    pub omp_place_count: usize,
 }
 
 /// Places this node's tasks: `globals[i]` is the global rank of local task `i`. Tasks are
@@ -197,15 +206,50 @@ pub fn place_local(
         } else {
             render::picture(machine, &info.bound_logical)
         };
+        let places = omp_places(machine, &info.bound_logical);
         out[local] = Some(TaskPlacement {
             global: globals[local],
             pu_os: info.pu_os,
             pu_logical: info.pu_logical,
             cpus: info.cpus,
             picture,
+            omp_places: places
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{{{}}}",
+                        p.cpus()
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            omp_place_count: places.len(),
         });
     }
     Ok(out.into_iter().flatten().collect())
+}
+
+/// The bound PUs (logical indexes) grouped by core, as OS CPU lists in logical order: OpenMP
+/// places. A PU outside every core is a place of its own.
+fn omp_places(machine: &Machine, bound: &[u32]) -> Vec<CpuList> {
+    let cores = machine.objects(lama_engine::Level::Core);
+    let mut places: Vec<(Option<usize>, Vec<u32>)> = Vec::new();
+    for &pu in bound {
+        let core = cores.iter().position(|c| c.pus.contains(&pu));
+        let os = machine.pus()[pu as usize].os;
+        match places.last_mut() {
+            Some((c, list)) if core.is_some() && *c == core => list.push(os),
+            _ => places.push((core, vec![os])),
+        }
+    }
+    places
+        .into_iter()
+        .map(|(_, l)| CpuList::from_cpus(l))
+        .collect()
 }
 
 /// Which Slurm `-m` distribution gives nodes the ranks the full LAMA iteration would (for
@@ -278,9 +322,11 @@ pub fn verbose_line(plan: &Plan, node: &str, local: u32, pid: u32, task: &TaskPl
     )
 }
 
-/// The `LAMA_*` variables set in each task's environment.
+/// The variables set in each task's environment: `LAMA_*`, and with `--lama-omp` and a
+/// binding, `OMP_PLACES` (one place per bound core) and `OMP_PROC_BIND=close` (the plugin also
+/// sets `OMP_NUM_THREADS` to the number of places when the job does not set it).
 pub fn task_environment(plan: &Plan, task: &TaskPlacement) -> Vec<(&'static str, String)> {
-    vec![
+    let mut env = vec![
         ("LAMA_LAYOUT", plan.layout.to_string()),
         ("LAMA_BIND", plan.bind.to_string()),
         ("LAMA_MPPR", plan.mppr.to_string()),
@@ -288,7 +334,12 @@ pub fn task_environment(plan: &Plan, task: &TaskPlacement) -> Vec<(&'static str,
         ("LAMA_CPUS", task.cpus.to_string()),
         ("LAMA_PU", task.pu_os.to_string()),
         ("LAMA_PU_LOGICAL", task.pu_logical.to_string()),
-    ]
+    ];
+    if plan.omp && plan.bind != Bind::None {
+        env.push(("OMP_PLACES", task.omp_places.clone()));
+        env.push(("OMP_PROC_BIND", "close".to_string()));
+    }
+    env
 }
 
 #[cfg(test)]
@@ -396,6 +447,43 @@ mod tests {
         let env = task_environment(&plan, &tasks[1]);
         assert!(env.contains(&("LAMA_CPUS", "4-5".to_string())));
         assert!(env.contains(&("LAMA_LAYOUT", "scbnh".to_string())));
+        assert!(!env.iter().any(|(k, _)| k.starts_with("OMP_")));
+    }
+
+    #[test]
+    fn openmp_places_follow_the_binding() {
+        // Scrambled OS indexes: core 0 holds P#0 and P#2, core 1 holds P#1 and P#3.
+        let mut b = lama_engine::MachineBuilder::new("scrambled");
+        for os in [0, 2, 1, 3] {
+            b.pu(os, true);
+        }
+        b.object(lama_engine::Level::Core, Some(0), &[0, 2]);
+        b.object(lama_engine::Level::Core, Some(1), &[1, 3]);
+        let m = b.build().unwrap();
+        let user = UserOptions {
+            map: Some("cnh".into()),
+            bind: Some("1n".into()),
+            omp: true,
+            ..UserOptions::default()
+        };
+        let plan = resolve(&user, &SiteConfig::default()).unwrap().unwrap();
+        let tasks = place_local(&m, &plan, &[0], false).unwrap();
+        assert_eq!(
+            (tasks[0].omp_places.as_str(), tasks[0].omp_place_count),
+            ("{0,2},{1,3}", 2)
+        );
+        let env = task_environment(&plan, &tasks[0]);
+        assert!(env.contains(&("OMP_PLACES", "{0,2},{1,3}".to_string())));
+        assert!(env.contains(&("OMP_PROC_BIND", "close".to_string())));
+        // No binding, no OpenMP places.
+        let plan = Plan {
+            bind: Bind::None,
+            ..plan
+        };
+        let tasks = place_local(&m, &plan, &[0], false).unwrap();
+        assert!(!task_environment(&plan, &tasks[0])
+            .iter()
+            .any(|(k, _)| k.starts_with("OMP_")));
     }
 
     #[test]

@@ -27,9 +27,10 @@ const OPT_BIND: &str = "lama-bind";
 const OPT_MPPR: &str = "lama-mppr";
 const OPT_ORDER: &str = "lama-order";
 const OPT_VERBOSE: &str = "lama-verbose";
+const OPT_OMP: &str = "lama-omp";
 
 /// The options and their usage text (shown by `srun --help`).
-const OPTIONS: [(&str, Option<&str>, &str); 5] = [
+const OPTIONS: [(&str, Option<&str>, &str); 6] = [
     (
         OPT_MAP,
         Some("layout"),
@@ -56,6 +57,12 @@ const OPTIONS: [(&str, Option<&str>, &str); 5] = [
         None,
         "print each task's LAMA placement and binding",
     ),
+    (
+        OPT_OMP,
+        None,
+        "set OMP_PLACES (one place per bound core), OMP_PROC_BIND=close and, unless set, \
+         OMP_NUM_THREADS to match each task's LAMA binding",
+    ),
 ];
 
 /// The plugin's state: the site configuration from `init`, and in slurmstepd the step's plan
@@ -78,6 +85,7 @@ fn user_options(spank: &SpankHandle) -> UserOptions {
         mppr: value(OPT_MPPR),
         order: value(OPT_ORDER),
         verbose: spank.is_option_set(OPT_VERBOSE),
+        omp: spank.is_option_set(OPT_OMP),
     }
 }
 
@@ -271,6 +279,12 @@ unsafe impl Plugin for Lama {
         }
         for (name, value) in plan::task_environment(plan, task) {
             spank.setenv(name, value, true)?;
+        }
+        if plan.omp && plan.bind != lama_engine::Bind::None {
+            // The user's own OMP_NUM_THREADS wins.
+            if spank.getenv("OMP_NUM_THREADS")?.is_none() {
+                spank.setenv("OMP_NUM_THREADS", task.omp_place_count.to_string(), true)?;
+            }
         }
         if plan.verbose {
             spank_log_user!(

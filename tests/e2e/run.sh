@@ -339,6 +339,35 @@ t_topology_sources() {
     done
 }
 
+t_openmp_variables() {
+    local report='echo "$SLURM_PROCID $(hostname -s) $OMP_PLACES $OMP_PROC_BIND $OMP_NUM_THREADS"'
+    # node1: two sockets of one core; a task given both CPUs and bound to the node gets two places.
+    as_user srun -w node1 -n1 -c2 --lama-map=scbnh --lama-bind=1n --lama-omp bash -c "$report" > "$work/omp" 2> "$work/err" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "node1" "0 node1 {0},{1} close 2" "$(cat "$work/omp")" || return 1
+    # node2: one core with two threads is one place; the user's OMP_NUM_THREADS is kept.
+    as_user env OMP_NUM_THREADS=7 srun -w node2 -n1 -c2 --lama-map=scbnh --lama-bind=1c --lama-omp bash -c "$report" > "$work/omp" 2> "$work/err" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "node2" "0 node2 {0,1} close 7" "$(cat "$work/omp")" || return 1
+    # Without --lama-omp nothing OpenMP is set.
+    as_user srun -w node1 -n1 --lama-map=scbnh bash -c 'echo "${OMP_PLACES-unset}"' > "$work/omp" 2>&1
+    assert_eq "without --lama-omp" "unset" "$(cat "$work/omp")"
+}
+
+t_bad_site_configuration() {
+    # An unknown key: the plugin refuses to load, and (being required) stops the command with
+    # a message that names the key.
+    set_plugstack "mapp=scbnh"
+    run_srun -N1 -n1
+    local rc=$?
+    reset_plugstack
+    [ $rc -ne 0 ] || fail "srun ran with a broken site configuration" || return 1
+    grep -qF "lama: invalid site configuration in plugstack.conf: unknown key 'mapp' (known keys:" "$work/err" \
+        || fail "message: $(cat "$work/err")" || return 1
+    # Fixed configuration, working jobs again.
+    run_srun -N1 -n1 --lama-map=scbnh || fail "srun after the fix: $(cat "$work/err")"
+}
+
 t_daemons_still_up() {
     local state
     wait_for 60 nodes_idle
@@ -355,7 +384,8 @@ t_daemons_still_up() {
 all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_bind_hwthread
     t_bind_none_keeps_slurm_binding t_order_sequential t_mppr t_alias t_sbatch_options_reach_steps
     t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
-    t_verbose_one_line_per_task t_site_default_and_policy t_topology_sources t_daemons_still_up)
+    t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
+    t_bad_site_configuration t_topology_sources t_daemons_still_up)
 
 # The tests that need no plugin (the brief's (a), (b), (c)).
 base_tests=(t_setup t_confinement t_no_options_leaves_slurm_alone t_daemons_still_up)

@@ -1,0 +1,62 @@
+//! Open MPI's LAMA documented a default MPPR of `1:c` it never applied and called tokens
+//! required that were not (SPEC §2.9). Our help text must say what the code does.
+
+use assert_cmd::Command;
+use lama_engine::{Bind, Layout, Mppr, Request};
+
+fn help() -> String {
+    let out = Command::cargo_bin("lama")
+        .unwrap()
+        .args(["map", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn help_text_matches_behaviour() {
+    let text = help();
+    // No MPPR by default, and the engine's default request has none.
+    assert!(text.contains("Default: no limit"), "{text}");
+    assert!(Request::new(Layout::parse("scbnh").unwrap(), 1)
+        .mppr
+        .is_empty());
+    // The default binding is 1c, in the help and in the engine.
+    assert!(text.contains("[default: 1c]"), "{text}");
+    assert_eq!(Bind::default(), Bind::parse("1c").unwrap());
+    // Every alias the help names is accepted.
+    for alias in [
+        "hwthread", "core", "l1cache", "l2cache", "l3cache", "numa", "socket", "node",
+    ] {
+        assert!(text.contains(alias), "{alias} missing from help");
+        Layout::parse(alias).unwrap();
+        Bind::parse(alias).unwrap();
+    }
+    assert!(Mppr::parse("1:c").is_ok());
+}
+
+#[test]
+fn n_and_h_are_optional_as_documented() {
+    // The layout help of the plugin and the README say n and h are appended when missing.
+    assert_eq!(Layout::parse("sc").unwrap().to_string(), "scnh");
+    let out = Command::cargo_bin("lama")
+        .unwrap()
+        .args([
+            "map",
+            "--topology",
+            "pack:1 core:2 pu:1",
+            "--np",
+            "2",
+            "--map",
+            "c",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "{\"processes\":[{\"rank\":0,\"node\":0,\"pu\":0,\"cpus\":[0]},{\"rank\":1,\"node\":0,\"pu\":1,\"cpus\":[1]}]}\n"
+    );
+}

@@ -82,6 +82,16 @@ fn per_step(c: &mut Criterion) {
         g.bench_function(format!("{short}/load-restrict-place"), |b| {
             b.iter(|| step(black_box(&path), &plan))
         });
+        // Placement alone on the real machine: one process per PU, binding 1c.
+        let machine = load(&Source::Xml(path.clone())).unwrap();
+        let globals: Vec<u32> = (0..machine.pus().len() as u32).collect();
+        g.bench_function(format!("{short}/place-only-every-pu"), |b| {
+            b.iter(|| {
+                plan::place_local(black_box(&machine), &plan, &globals, false)
+                    .unwrap()
+                    .len()
+            })
+        });
     }
     // This host: live discovery against loading its own exported XML.
     let dir = std::env::temp_dir().join(format!("lama-bench-{}", std::process::id()));

@@ -170,9 +170,10 @@ pub struct TaskPlacement {
     pub pu_logical: u32,
     /// The CPUs to bind to (OS indexes); empty for `--lama-bind=none`.
     pub cpus: CpuList,
-    /// The node picture (`[BB/..][..]`).
+    /// The node picture (`[BB/..][..]`), with `--lama-verbose` (else empty).
     pub picture: String,
-    /// The binding as OpenMP places, one per core: `{0,36},{1,37}` (empty without binding).
+    /// The binding as OpenMP places, one per core: `{0,36},{1,37}`, with `--lama-omp` (else
+    /// empty; empty too without binding).
     pub omp_places: String,
     /// How many places `omp_places` holds.
     pub omp_place_count: usize,
@@ -201,12 +202,17 @@ pub fn place_local(
     let mut out: Vec<Option<TaskPlacement>> = vec![None; globals.len()];
     for (k, &local) in by_rank.iter().enumerate() {
         let info = placement.info(k);
-        let picture = if plan.bind == Bind::None {
-            render::picture_with(machine, &[info.pu_logical], 'm')
-        } else {
-            render::picture(machine, &info.bound_logical)
+        // The picture and the OpenMP places are only built when they will be used.
+        let picture = match (plan.verbose, plan.bind) {
+            (false, _) => String::new(),
+            (true, Bind::None) => render::picture_with(machine, &[info.pu_logical], 'm'),
+            (true, _) => render::picture(machine, &info.bound_logical),
         };
-        let places = omp_places(machine, &info.bound_logical);
+        let places = if plan.omp {
+            omp_places(machine, &info.bound_logical)
+        } else {
+            Vec::new()
+        };
         out[local] = Some(TaskPlacement {
             global: globals[local],
             pu_os: info.pu_os,
@@ -419,6 +425,12 @@ mod tests {
         let tasks = place_local(&m, &plan, &[7, 3], false).unwrap();
         assert_eq!(tasks[1].cpus.to_string(), "0");
         assert_eq!(tasks[0].cpus.to_string(), "2");
+        assert_eq!(tasks[0].picture, "");
+        let verbose = Plan {
+            verbose: true,
+            ..plan.clone()
+        };
+        let tasks = place_local(&m, &verbose, &[7, 3], false).unwrap();
         assert_eq!(tasks[0].picture, "[./.][B/.]");
         let e = place_local(&m, &plan, &[0, 1, 2, 3, 4], false).unwrap_err();
         assert!(e
@@ -435,9 +447,10 @@ mod tests {
     #[test]
     fn verbose_line_and_environment() {
         let m = Machine::synthetic("pack:2 core:2 pu:2").unwrap();
-        let plan = resolve(&user(Some("scbnh"), Some("1c")), &SiteConfig::default())
+        let mut plan = resolve(&user(Some("scbnh"), Some("1c")), &SiteConfig::default())
             .unwrap()
             .unwrap();
+        plan.verbose = true;
         let tasks = place_local(&m, &plan, &[0, 1], false).unwrap();
         assert_eq!(
             verbose_line(&plan, "node1", 1, 4242, &tasks[1]),

@@ -220,6 +220,20 @@ srun bash -c '$task_report'" || fail "batch job failed" || return 1
     assert_eq "by hand" "node1:0 node1:1 node2:0-1 node2:0-1 node3:0-1 node3:0-1" "$(actual_cpus)"
 }
 
+t_salloc_options() {
+    # A bad value stops salloc before it allocates anything.
+    if as_user salloc -N1 --lama-map=xyz true > "$work/out" 2> "$work/err"; then
+        fail "salloc --lama-map=xyz succeeded"; return 1
+    fi
+    grep -qF "invalid mapping layout 'xyz'" "$work/err" || fail "message: $(cat "$work/err")" || return 1
+    # The allocation's options reach its srun steps.
+    as_user salloc -N3 -n6 --lama-map=scbnh --lama-bind=1s srun bash -c "$task_report" > "$work/out" 2> "$work/err" \
+        || fail "salloc failed: $(cat "$work/err")" || return 1
+    sort -n -o "$work/out" "$work/out"
+    assert_eq "salloc" "$(predict --map scbnh --bind 1s)" "$(actual_cpus)" || return 1
+    assert_eq "by hand" "node1:0 node1:1 node2:0-1 node2:0-1 node3:0-1 node3:0-1" "$(actual_cpus)"
+}
+
 t_step_cpuset_is_honoured() {
     # Another job holds one CPU of node3; the step gets the other one and LAMA places inside it.
     local holder
@@ -383,7 +397,7 @@ t_daemons_still_up() {
 
 all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_bind_hwthread
     t_bind_none_keeps_slurm_binding t_order_sequential t_mppr t_alias t_sbatch_options_reach_steps
-    t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
+    t_salloc_options t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
     t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
     t_bad_site_configuration t_topology_sources t_daemons_still_up)
 

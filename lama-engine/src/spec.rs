@@ -4,7 +4,7 @@
 //! Parsing checks syntax only; whether a request fits a machine is the placement's business.
 
 use crate::diag::{check_length, Diagnostic, Subject};
-use crate::level::{Level, ALL_LEVELS};
+use crate::level::Level;
 use std::fmt;
 
 /// A mapping layout: levels from innermost (fastest-varying) to outermost.
@@ -453,11 +453,6 @@ pub const PAPER_LEVELS: [Level; 9] = [
     Level::Hwthread,
 ];
 
-/// Every level token, for tests.
-pub fn all_levels() -> impl Iterator<Item = Level> {
-    ALL_LEVELS.into_iter()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,7 +580,7 @@ mod tests {
     }
 
     fn level() -> impl Strategy<Value = Level> {
-        proptest::sample::select(ALL_LEVELS.to_vec())
+        proptest::sample::select(crate::level::ALL_LEVELS.to_vec())
     }
 
     proptest! {

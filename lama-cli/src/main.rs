@@ -185,6 +185,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         order,
         oversubscribe: args.oversubscribe,
         np: args.np,
+        bind_within: false,
     };
     let placement = place(&nodes, &req).map_err(|e| match e {
         PlaceError::TooLarge { .. } => Failure::Usage(e.to_string()),

@@ -29,6 +29,8 @@ pub enum Subject {
     Mppr,
     /// The rank ordering (`--lama-order`).
     Order,
+    /// The memory binding (`--lama-membind`).
+    Membind,
 }
 
 impl Subject {
@@ -38,6 +40,7 @@ impl Subject {
             Subject::Binding => "binding width",
             Subject::Mppr => "MPPR limit list",
             Subject::Order => "rank ordering",
+            Subject::Membind => "memory binding",
         }
     }
 }
@@ -86,6 +89,11 @@ impl Diagnostic {
             Subject::Order => (
                 "n (natural: ranks in placement order) or s (sequential: ranks follow the hardware)",
                 "s",
+            ),
+            Subject::Membind => (
+                "local (allocate only on the NUMA nodes of the CPU binding), preferred (prefer \
+                 them, fall back elsewhere when full) or none (the kernel's default policy)",
+                "local",
             ),
         };
         Diagnostic {

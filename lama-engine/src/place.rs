@@ -42,6 +42,11 @@ pub struct Request {
     pub oversubscribe: bool,
     /// How many processes to place.
     pub np: u32,
+    /// Keep each binding inside the smallest object (core, cache, NUMA node, die, package) of
+    /// its mapped PU that can hold the whole binding, skipping positions whose binding would
+    /// cross it; when that leaves too few positions for `np` processes in one pass, place as
+    /// without it (bindings may cross, as SPEC §2.4 describes). Used for Slurm's `-c`.
+    pub bind_within: bool,
 }
 
 impl Request {
@@ -54,6 +59,7 @@ impl Request {
             order: Order::Natural,
             oversubscribe: false,
             np,
+            bind_within: false,
         }
     }
 }
@@ -259,7 +265,7 @@ struct LimitView {
 }
 
 impl NodeView {
-    fn new(m: &Machine, req: &Request, layout_levels: &[Level]) -> NodeView {
+    fn new(m: &Machine, req: &Request, layout_levels: &[Level], within: bool) -> NodeView {
         let object_levels: Vec<Level> = layout_levels
             .iter()
             .copied()
@@ -345,11 +351,19 @@ impl NodeView {
             Bind::Width { count, level } => {
                 let b = LevelObjs::new(m, level);
                 let total = b.ranges.len() as u64;
+                let inside = if within && count > 1 {
+                    starts_inside(m, &b, count)
+                } else {
+                    Vec::new()
+                };
                 let starts = b
                     .of_pu
                     .iter()
                     .map(|&o| {
-                        if o != NONE && u64::from(o) + u64::from(count) <= total {
+                        if o != NONE
+                            && u64::from(o) + u64::from(count) <= total
+                            && inside.get(o as usize).copied().unwrap_or(true)
+                        {
                             o
                         } else {
                             NONE
@@ -403,6 +417,65 @@ impl NodeView {
     }
 }
 
+/// For each binding object: whether `count` consecutive binding objects from it stay inside
+/// the smallest enclosing object (core, L1, L2, L3, NUMA node, die, package) that holds at
+/// least `count` of them. Where no enclosing object is large enough, crossing is allowed.
+fn starts_inside(m: &Machine, b: &LevelObjs, count: u32) -> Vec<bool> {
+    let nb = b.ranges.len();
+    // Per binding object: (size in PUs, last binding object inside) of the best enclosing
+    // object found so far.
+    let mut best: Vec<Option<(u32, usize)>> = vec![None; nb];
+    let levels = [
+        Level::Core,
+        Level::L1,
+        Level::L2,
+        Level::L3,
+        Level::Numa,
+        Level::Die,
+        Level::Socket,
+    ];
+    for level in levels {
+        if m.objects(level).is_empty() {
+            continue;
+        }
+        let enc = LevelObjs::new(m, level);
+        // The binding objects inside one enclosing object are consecutive: walk them in runs.
+        let owner = |i: usize| -> u32 {
+            let (s, e) = b.ranges[i];
+            let o = enc.of_pu[s as usize];
+            if o != NONE && enc.ranges[o as usize].0 <= s && e <= enc.ranges[o as usize].1 {
+                o
+            } else {
+                NONE
+            }
+        };
+        let mut i = 0;
+        while i < nb {
+            let o = owner(i);
+            let mut j = i;
+            while j + 1 < nb && o != NONE && owner(j + 1) == o {
+                j += 1;
+            }
+            if o != NONE && (j - i + 1) as u64 >= u64::from(count) {
+                let (s, e) = enc.ranges[o as usize];
+                let size = e - s;
+                for slot in &mut best[i..=j] {
+                    if slot.is_none_or(|(sz, _)| size < sz) {
+                        *slot = Some((size, j));
+                    }
+                }
+            }
+            i = j + 1;
+        }
+    }
+    (0..nb)
+        .map(|i| match best[i] {
+            Some((_, last)) => i + count as usize - 1 <= last,
+            None => true,
+        })
+        .collect()
+}
+
 /// One placed process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Process {
@@ -430,6 +503,28 @@ pub struct Placement<'m> {
 ///
 /// Several entries of `nodes` may be the same machine (by reference): it is analysed once.
 pub fn place<'m>(nodes: &[&'m Machine], req: &Request) -> Result<Placement<'m>, PlaceError> {
+    if !req.bind_within {
+        return place_with(nodes, req, false);
+    }
+    let inside = place_with(nodes, req, true);
+    if inside.as_ref().is_ok_and(|p| p.passes <= 1) {
+        return inside;
+    }
+    // Too few positions with every binding inside: let bindings cross when that fits in one
+    // pass (or when keeping them inside cannot place at all).
+    let crossing = place_with(nodes, req, false);
+    if crossing.as_ref().is_ok_and(|p| p.passes <= 1) || inside.is_err() {
+        crossing
+    } else {
+        inside
+    }
+}
+
+fn place_with<'m>(
+    nodes: &[&'m Machine],
+    req: &Request,
+    within: bool,
+) -> Result<Placement<'m>, PlaceError> {
     if nodes.is_empty() {
         return Err(PlaceError::NoNodes);
     }
@@ -446,7 +541,7 @@ pub fn place<'m>(nodes: &[&'m Machine], req: &Request) -> Result<Placement<'m>, 
             Some(v) => v,
             None => {
                 seen.push(ptr);
-                views.push(NodeView::new(m, req, &layout_levels));
+                views.push(NodeView::new(m, req, &layout_levels, within));
                 views.len() - 1
             }
         };

@@ -390,6 +390,7 @@ proptest! {
         sequential in proptest::bool::ANY,
         oversubscribe in proptest::bool::ANY,
         np in 0u32..40,
+        bind_within in proptest::bool::ANY,
     ) {
         let req = Request {
             layout,
@@ -398,6 +399,7 @@ proptest! {
             order: if sequential { Order::Sequential } else { Order::Natural },
             oversubscribe,
             np,
+            bind_within,
         };
         let nodes = [&a, &b];
         let result = place(&nodes, &req);
@@ -460,4 +462,40 @@ proptest! {
             prop_assert!(keys.windows(2).all(|w| w[0] <= w[1]));
         }
     }
+}
+
+#[test]
+fn bindings_for_cpus_per_task_stay_inside_where_possible() {
+    // Three cores per socket, two cores per process: a binding from the third core would
+    // cross into the other socket, so that position is skipped while the step still fits.
+    let m = Machine::synthetic("pack:2 core:3 pu:1").unwrap();
+    let mut req = request("scbnh", "2c", 2);
+    req.bind_within = true;
+    let p = place(&[&m], &req).unwrap();
+    let cpus: Vec<String> = (0..2).map(|r| p.info(r).cpus.to_string()).collect();
+    assert_eq!(cpus, ["0-1", "3-4"]);
+    // Without the preference the third core of socket 0 is a position whose binding crosses.
+    req.bind_within = false;
+    req.np = 3;
+    let crossing = place(&[&m], &req).unwrap();
+    assert_eq!(crossing.info(2).cpus.to_string(), "2-3");
+    // Three processes do not fit inside the sockets: placed as without the preference.
+    req.bind_within = true;
+    let p = place(&[&m], &req).unwrap();
+    assert_eq!(p.processes(), crossing.processes());
+    // A binding wider than any enclosing object crosses as before.
+    let mut req = request("scbnh", "4c", 1);
+    req.bind_within = true;
+    assert_eq!(place(&[&m], &req).unwrap().info(0).cpus.to_string(), "0-3");
+}
+
+#[test]
+fn hardware_thread_bindings_stay_in_their_core() {
+    // Three threads per core, two per process: the binding never straddles two cores.
+    let m = Machine::synthetic("core:2 pu:3").unwrap();
+    let mut req = request("hcbn", "2h", 2);
+    req.bind_within = true;
+    assert_eq!(cpus(&place(&[&m], &req).unwrap()), ["0-1", "3-4"]);
+    req.bind_within = false;
+    assert_eq!(cpus(&place(&[&m], &req).unwrap()), ["0-1", "2-3"]);
 }

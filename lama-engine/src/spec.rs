@@ -400,6 +400,51 @@ impl fmt::Display for Mppr {
     }
 }
 
+/// The memory policy of each process: none, or the NUMA nodes its CPU binding touches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Membind {
+    /// `none`: the kernel's default policy (first touch on the local node).
+    #[default]
+    None,
+    /// `local`: allocate only on the NUMA nodes of the binding (`MPOL_BIND`).
+    Local,
+    /// `preferred`: prefer those nodes, fall back to others when they are full
+    /// (`MPOL_PREFERRED_MANY`, or `MPOL_PREFERRED` with the first node on older kernels).
+    Preferred,
+}
+
+impl Membind {
+    /// Parses `local`, `preferred` or `none`.
+    pub fn parse(input: &str) -> Result<Membind, Diagnostic> {
+        check_length(Subject::Membind, input)?;
+        match input {
+            "none" => Ok(Membind::None),
+            "local" => Ok(Membind::Local),
+            "preferred" => Ok(Membind::Preferred),
+            _ => Err(Diagnostic::new(
+                Subject::Membind,
+                input,
+                (!input.is_empty()).then(|| (0, input.chars().count())),
+                if input.is_empty() {
+                    "the memory binding is empty".to_string()
+                } else {
+                    format!("unknown memory binding '{input}'")
+                },
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Membind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Membind::None => "none",
+            Membind::Local => "local",
+            Membind::Preferred => "preferred",
+        })
+    }
+}
+
 /// How ranks are given to placed processes (SPEC §2.7).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Order {
@@ -577,6 +622,20 @@ mod tests {
         assert_eq!(Order::parse("s").unwrap(), Order::Sequential);
         assert_eq!(Order::parse("x").unwrap_err().span, Some((0, 1)));
         assert_eq!(Order::parse("").unwrap_err().span, None);
+    }
+
+    #[test]
+    fn memory_bindings() {
+        for m in [Membind::None, Membind::Local, Membind::Preferred] {
+            assert_eq!(Membind::parse(&m.to_string()).unwrap(), m);
+        }
+        let e = Membind::parse("strict").unwrap_err();
+        assert_eq!(
+            e.to_string().lines().next().unwrap(),
+            "invalid memory binding 'strict': unknown memory binding 'strict'"
+        );
+        assert_eq!(Membind::parse("").unwrap_err().span, None);
+        assert!(Membind::parse(&"l".repeat(300)).is_err());
     }
 
     fn level() -> impl Strategy<Value = Level> {

@@ -194,6 +194,7 @@ pub fn place_local(
         mppr: plan.mppr.clone(),
         order: plan.order,
         oversubscribe: overcommit,
+        bind_within: false,
         np: globals.len() as u32,
     };
     let placement = place(&[machine], &req)?;
@@ -278,6 +279,7 @@ pub fn distribution_hint(
         order: plan.order,
         oversubscribe: false,
         np: 0,
+        bind_within: false,
     };
     let want = place(&nodes, &req).ok()?.slurm_distribution();
     let current = in_use.map(|d| d.split([':', ',']).next().unwrap_or(d));

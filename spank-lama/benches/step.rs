@@ -55,7 +55,10 @@ fn step(path: &Path, plan: &plan::Plan) -> usize {
         .filter(|c| c.pus.clone().any(|q| m.pus()[q as usize].available))
         .count();
     let globals: Vec<u32> = (0..cores as u32).collect();
-    plan::place_local(&m, plan, &globals, false).unwrap().len()
+    plan::place_local(&m, plan, &globals, false, plan::StepCpus::default())
+        .unwrap()
+        .tasks
+        .len()
 }
 
 fn per_step(c: &mut Criterion) {
@@ -87,9 +90,16 @@ fn per_step(c: &mut Criterion) {
         let globals: Vec<u32> = (0..machine.pus().len() as u32).collect();
         g.bench_function(format!("{short}/place-only-every-pu"), |b| {
             b.iter(|| {
-                plan::place_local(black_box(&machine), &plan, &globals, false)
-                    .unwrap()
-                    .len()
+                plan::place_local(
+                    black_box(&machine),
+                    &plan,
+                    &globals,
+                    false,
+                    plan::StepCpus::default(),
+                )
+                .unwrap()
+                .tasks
+                .len()
             })
         });
     }
@@ -112,7 +122,9 @@ fn per_task(c: &mut Criterion) {
     let mut g = c.benchmark_group("per-task");
     let m = Machine::synthetic("pack:2 core:8 pu:2").unwrap();
     let plan = plan_for("scbnh", "1c");
-    let tasks = plan::place_local(&m, &plan, &[0, 1], false).unwrap();
+    let tasks = plan::place_local(&m, &plan, &[0, 1], false, plan::StepCpus::default())
+        .unwrap()
+        .tasks;
     let own = get_affinity().unwrap();
     let first = CpuList::from_cpus([own.cpus()[0]]);
     g.bench_function("sched_setaffinity", |b| {

@@ -54,3 +54,59 @@ pub fn get_affinity() -> Result<CpuList, String> {
         return Err(format!("sched_getaffinity failed: {err}"));
     }
 }
+
+/// `set_mempolicy` modes (`<linux/mempolicy.h>`).
+const MPOL_PREFERRED: libc::c_int = 1;
+const MPOL_BIND: libc::c_int = 2;
+const MPOL_PREFERRED_MANY: libc::c_int = 5;
+
+/// Sets the memory policy of the calling process (inherited by the threads it creates and
+/// kept across `exec`) to the NUMA nodes `nodes` (OS indexes): `local` binds strictly
+/// (`MPOL_BIND`), `preferred` prefers them (`MPOL_PREFERRED_MANY`; kernels before 5.15 lack it
+/// and get `MPOL_PREFERRED` with the first node). `none` changes nothing.
+pub fn set_membind(policy: lama_engine::Membind, nodes: &CpuList) -> Result<(), String> {
+    use lama_engine::Membind;
+    let Some(&max) = nodes.cpus().last() else {
+        return Err("no NUMA node to bind memory to".to_string());
+    };
+    let mode = match policy {
+        Membind::None => return Ok(()),
+        Membind::Local => MPOL_BIND,
+        Membind::Preferred if nodes.len() == 1 => MPOL_PREFERRED,
+        Membind::Preferred => MPOL_PREFERRED_MANY,
+    };
+    let bits = libc::c_ulong::BITS as usize;
+    // One spare bit: the kernel reads `maxnode - 1` bits.
+    let words = (max as usize + 1) / bits + 1;
+    let mut mask: Vec<libc::c_ulong> = vec![0; words];
+    for &n in nodes.cpus() {
+        mask[n as usize / bits] |= 1 << (n as usize % bits);
+    }
+    let set = |mode: libc::c_int, mask: &[libc::c_ulong]| -> std::io::Result<()> {
+        // SAFETY: `mask` is a live buffer of `mask.len()` unsigned longs; the kernel reads at
+        // most `maxnode - 1` bits from it, and `maxnode` is its size in bits.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_set_mempolicy,
+                mode,
+                mask.as_ptr(),
+                (mask.len() * bits) as libc::c_ulong,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let result = match set(mode, &mask) {
+        Err(e) if mode == MPOL_PREFERRED_MANY && e.raw_os_error() == Some(libc::EINVAL) => {
+            let mut first = vec![0; words];
+            let n = nodes.cpus()[0] as usize;
+            first[n / bits] |= 1 << (n % bits);
+            set(MPOL_PREFERRED, &first)
+        }
+        other => other,
+    };
+    result.map_err(|e| format!("set_mempolicy({policy}, nodes {nodes}) failed: {e}"))
+}

@@ -161,13 +161,23 @@ pub fn step_cpuset_file(
     })
 }
 
-/// Reads the step's CPUs under `root` (`/` on a real node; a temporary directory in tests).
-pub fn step_cpus_in(root: &Path, job: u32, step: u32) -> Result<CpuList, String> {
-    let read = |p: &str| std::fs::read_to_string(root.join(p.trim_start_matches('/')));
-    let proc_cgroup = read("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
-    let mountinfo = read("/proc/self/mountinfo").ok();
-    let file = step_cpuset_file(&proc_cgroup, mountinfo.as_deref(), job, step)?;
-    let under_root = root.join(file.strip_prefix("/").unwrap_or(&file));
+/// The file holding the job's CPUs on this node, beside the step's: the same file name in the
+/// `job_J` directory above it.
+pub fn job_cpuset_file(step_file: &Path, job: u32) -> Result<PathBuf, String> {
+    let name = step_file
+        .file_name()
+        .ok_or_else(|| format!("{} names no file", step_file.display()))?;
+    let job_dir = format!("job_{job}");
+    step_file
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == job_dir.as_str()))
+        .map(|dir| dir.join(name))
+        .ok_or_else(|| format!("{} is not under {job_dir}", step_file.display()))
+}
+
+/// Reads a CPU list file (`cpuset.cpus`) found under `root`; an empty set is an error.
+fn read_cpus(root: &Path, file: &Path) -> Result<CpuList, String> {
+    let under_root = root.join(file.strip_prefix("/").unwrap_or(file));
     let text =
         std::fs::read_to_string(&under_root).map_err(|e| format!("{}: {e}", file.display()))?;
     let cpus = CpuList::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -177,9 +187,36 @@ pub fn step_cpus_in(root: &Path, job: u32, step: u32) -> Result<CpuList, String>
     Ok(cpus)
 }
 
+/// The step's cpuset file under `root` (`/` on a real node; a temporary directory in tests).
+fn step_file_in(root: &Path, job: u32, step: u32) -> Result<PathBuf, String> {
+    let read = |p: &str| std::fs::read_to_string(root.join(p.trim_start_matches('/')));
+    let proc_cgroup = read("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+    let mountinfo = read("/proc/self/mountinfo").ok();
+    step_cpuset_file(&proc_cgroup, mountinfo.as_deref(), job, step)
+}
+
+/// Reads the step's CPUs under `root` (`/` on a real node; a temporary directory in tests).
+pub fn step_cpus_in(root: &Path, job: u32, step: u32) -> Result<CpuList, String> {
+    read_cpus(root, &step_file_in(root, job, step)?)
+}
+
+/// Reads the job's CPUs on this node under `root`.
+pub fn job_cpus_in(root: &Path, job: u32, step: u32) -> Result<CpuList, String> {
+    read_cpus(
+        root,
+        &job_cpuset_file(&step_file_in(root, job, step)?, job)?,
+    )
+}
+
 /// The step's CPUs on this node.
 pub fn step_cpus(job: u32, step: u32) -> Result<CpuList, String> {
     step_cpus_in(Path::new("/"), job, step)
+}
+
+/// The job's CPUs on this node (what Slurm allocated to the job here, which tells how Slurm
+/// counts CPUs: see `lama_engine::CpuUnit::detect`).
+pub fn job_cpus(job: u32, step: u32) -> Result<CpuList, String> {
+    job_cpus_in(Path::new("/"), job, step)
 }
 
 #[cfg(test)]
@@ -272,8 +309,13 @@ mod tests {
                 "/sys/fs/cgroup/cpuset/slurm/uid_1000/job_42/step_0/cpuset.cpus",
                 "1,3-4\n",
             ),
+            (
+                "/sys/fs/cgroup/cpuset/slurm/uid_1000/job_42/cpuset.cpus",
+                "0-7\n",
+            ),
         ]);
         assert_eq!(step_cpus_in(t.path(), 42, 0).unwrap().to_string(), "1,3-4");
+        assert_eq!(job_cpus_in(t.path(), 42, 0).unwrap().to_string(), "0-7");
         let t = tree(&[
             ("/proc/self/cgroup", V2_CGROUP),
             ("/proc/self/mountinfo", V2_MOUNTINFO),
@@ -281,8 +323,14 @@ mod tests {
                 "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus.effective",
                 "0-1\n",
             ),
+            (
+                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/cpuset.cpus.effective",
+                "0-3\n",
+            ),
         ]);
         assert_eq!(step_cpus_in(t.path(), 42, 3).unwrap().to_string(), "0-1");
+        assert_eq!(job_cpus_in(t.path(), 42, 3).unwrap().to_string(), "0-3");
+        assert!(job_cpus_in(t.path(), 43, 3).is_err());
     }
 
     #[test]

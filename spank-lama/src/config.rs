@@ -6,7 +6,7 @@
 //! to load with a message in slurmd's log that names the key and what would work.
 //! `plugstack.conf.example` at the top of the repository documents every key.
 
-use lama_engine::{Bind, Layout, Mppr, Order};
+use lama_engine::{Bind, CpuUnit, Layout, Membind, Mppr, Order};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -29,8 +29,13 @@ pub enum OnFailure {
 pub struct SiteConfig {
     /// Default layout for steps without `--lama-map` (`None`: LAMA only when asked for).
     pub map: Option<Layout>,
-    /// Default binding (used with the default layout or a user layout without `--lama-bind`).
-    pub bind: Bind,
+    /// Default binding (used with the default layout or a user layout without `--lama-bind`);
+    /// `None`: the built-in default, `1c`, widened to cover `-c` CPUs per task.
+    pub bind: Option<Bind>,
+    /// Default memory binding.
+    pub membind: Membind,
+    /// What Slurm counts as a CPU on this node (`None`: detected per step).
+    pub cpu_unit: Option<CpuUnit>,
     /// Default MPPR limits.
     pub mppr: Mppr,
     /// Default rank ordering.
@@ -52,7 +57,9 @@ impl Default for SiteConfig {
     fn default() -> Self {
         SiteConfig {
             map: None,
-            bind: Bind::default(),
+            bind: None,
+            membind: Membind::None,
+            cpu_unit: None,
             mppr: Mppr::none(),
             order: Order::Natural,
             user_options: true,
@@ -86,13 +93,15 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The keys, with the form of their values, for messages.
-pub const KEYS: [(&str, &str); 10] = [
+pub const KEYS: [(&str, &str); 12] = [
     (
         "config",
         "path of a TOML file with these keys (plugstack.conf only)",
     ),
     ("map", "a layout or alias, or none"),
     ("bind", "a binding width or alias, or none"),
+    ("membind", "local, preferred or none"),
+    ("cpu_unit", "auto, thread or core"),
     ("mppr", "MPPR limits like 1:c,4:s, or none"),
     ("order", "n or s"),
     ("user_options", "yes or no"),
@@ -134,7 +143,16 @@ impl SiteConfig {
                     Some(Layout::parse(value).map_err(diag)?)
                 }
             }
-            "bind" => self.bind = Bind::parse(value).map_err(diag)?,
+            "bind" => self.bind = Some(Bind::parse(value).map_err(diag)?),
+            "membind" => self.membind = Membind::parse(value).map_err(diag)?,
+            "cpu_unit" => {
+                self.cpu_unit = match value {
+                    "auto" => None,
+                    "thread" => Some(CpuUnit::Thread),
+                    "core" => Some(CpuUnit::Core),
+                    _ => return Err(format!("{key}={value}: expected auto, thread or core")),
+                }
+            }
             "mppr" => {
                 self.mppr = if value == "none" {
                     Mppr::none()
@@ -269,12 +287,16 @@ mod tests {
                 "topology=/etc/slurm/topo/%n.xml",
                 "verbose=yes",
                 "on_default_failure=fail",
+                "membind=preferred",
+                "cpu_unit=core",
             ],
             no_file,
         )
         .unwrap();
         assert_eq!(cfg.map, Some(Layout::parse("scbnh").unwrap()));
-        assert_eq!(cfg.bind.to_string(), "1s");
+        assert_eq!(cfg.bind, Some(Bind::parse("1s").unwrap()));
+        assert_eq!(cfg.membind, Membind::Preferred);
+        assert_eq!(cfg.cpu_unit, Some(CpuUnit::Core));
         assert_eq!(cfg.mppr.to_string(), "2:c");
         assert_eq!(cfg.order, Order::Sequential);
         assert!(!cfg.user_options && cfg.verbose);
@@ -295,7 +317,7 @@ mod tests {
         let cfg =
             SiteConfig::from_args(&["config=/etc/slurm/lama.toml", "bind=none"], file).unwrap();
         assert_eq!(cfg.map.unwrap().to_string(), "scbnh");
-        assert_eq!(cfg.bind, Bind::None);
+        assert_eq!(cfg.bind, Some(Bind::None));
         assert!(cfg.verbose);
     }
 
@@ -305,8 +327,8 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "lama: invalid site configuration in plugstack.conf: unknown key 'mapp' (known keys: \
-             config, map, bind, mppr, order, user_options, topology, slurm_xml, verbose, \
-             on_default_failure)"
+             config, map, bind, membind, cpu_unit, mppr, order, user_options, topology, \
+             slurm_xml, verbose, on_default_failure)"
         );
         let e = SiteConfig::from_args(&["map=scbnx"], no_file).unwrap_err();
         assert!(e
@@ -317,6 +339,12 @@ mod tests {
             .message
             .contains("not key=value"));
         assert!(SiteConfig::from_args(&["verbose=maybe"], no_file).is_err());
+        let e = SiteConfig::from_args(&["membind=strict"], no_file).unwrap_err();
+        assert!(e
+            .message
+            .contains("membind=strict: invalid memory binding 'strict'"));
+        let e = SiteConfig::from_args(&["cpu_unit=socket"], no_file).unwrap_err();
+        assert!(e.message.contains("expected auto, thread or core"), "{e}");
         assert!(SiteConfig::from_args(&["topology=relative/x.xml"], no_file).is_err());
         let e = SiteConfig::from_args(&["config=/etc/slurm/lama.toml"], no_file).unwrap_err();
         assert!(e.message.contains("cannot read it"));

@@ -6,7 +6,8 @@
 
 use crate::config::SiteConfig;
 use lama_engine::{
-    place, render, Bind, CpuList, Diagnostic, Layout, Machine, Mppr, Order, PlaceError, Request,
+    binding_for_cpus, cpus_covered, numa_nodes, place, render, Bind, CpuList, CpuUnit, Diagnostic,
+    Layout, Machine, Membind, Mppr, Order, PlaceError, Request,
 };
 use std::fmt;
 
@@ -21,6 +22,8 @@ pub struct UserOptions {
     pub mppr: Option<String>,
     /// `--lama-order`.
     pub order: Option<String>,
+    /// `--lama-membind`.
+    pub membind: Option<String>,
     /// `--lama-verbose`.
     pub verbose: bool,
     /// `--lama-omp`.
@@ -30,7 +33,11 @@ pub struct UserOptions {
 impl UserOptions {
     /// Whether any option that changes placement was given.
     pub fn any(&self) -> bool {
-        self.map.is_some() || self.bind.is_some() || self.mppr.is_some() || self.order.is_some()
+        self.map.is_some()
+            || self.bind.is_some()
+            || self.mppr.is_some()
+            || self.order.is_some()
+            || self.membind.is_some()
     }
 }
 
@@ -48,8 +55,11 @@ pub enum Origin {
 pub struct Plan {
     /// The layout.
     pub layout: Layout,
-    /// The binding.
-    pub bind: Bind,
+    /// The binding asked for (by the user or the site); `None`: the default, `1c`, widened to
+    /// cover `-c` CPUs per task (see [`effective_bind`]).
+    pub bind: Option<Bind>,
+    /// The memory binding.
+    pub membind: Membind,
     /// MPPR limits.
     pub mppr: Mppr,
     /// Rank ordering on the node.
@@ -89,6 +99,55 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
+impl Plan {
+    /// The binding in force: the one asked for, else the built-in `1c`. In slurmstepd the
+    /// plugin replaces `bind` by [`effective_bind`]'s answer once the node is known.
+    pub fn binding(&self) -> Bind {
+        self.bind.unwrap_or_default()
+    }
+}
+
+/// What Slurm gave each task of the step: `-c` CPUs, counted in `unit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepCpus {
+    /// CPUs per task (`-c`, `S_STEP_CPUS_PER_TASK`; 1 without `-c`).
+    pub per_task: u32,
+    /// What Slurm counts as a CPU on this node.
+    pub unit: CpuUnit,
+}
+
+impl Default for StepCpus {
+    fn default() -> Self {
+        StepCpus {
+            per_task: 1,
+            unit: CpuUnit::Thread,
+        }
+    }
+}
+
+/// The binding for this node: the one asked for, else (with `-c N`, N > 1) the narrowest that
+/// covers N CPUs, kept inside the enclosing object where possible, else `1c`. The flag says
+/// whether bindings should stay inside their enclosing object.
+pub fn effective_bind(machine: &Machine, plan: &Plan, cpus: StepCpus) -> (Bind, bool) {
+    match plan.bind {
+        Some(b) => (b, false),
+        None if cpus.per_task > 1 => (binding_for_cpus(machine, cpus.per_task, cpus.unit), true),
+        None => (Bind::default(), false),
+    }
+}
+
+/// This node's placement for the step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalPlacement {
+    /// The binding used (see [`effective_bind`]).
+    pub bind: Bind,
+    /// One entry per local task, indexed by local task id.
+    pub tasks: Vec<TaskPlacement>,
+    /// When a binding that was asked for covers fewer CPUs than `-c` gave each task: the warning
+    /// for the user.
+    pub narrower: Option<String>,
+}
+
 fn syntax(option: &'static str) -> impl Fn(Diagnostic) -> PlanError {
     move |diagnostic| PlanError::Syntax {
         option,
@@ -119,38 +178,42 @@ pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<Plan>, Pl
         Some(m) => Some(Mppr::parse(m).map_err(syntax("--lama-mppr"))?),
         None => None,
     };
+    let membind = match &user.membind {
+        Some(m) => Some(Membind::parse(m).map_err(syntax("--lama-membind"))?),
+        None => None,
+    };
     let order = match &user.order {
         Some(o) => Some(Order::parse(o).map_err(syntax("--lama-order"))?),
         None => None,
     };
-    let (layout, origin) = match user.map.as_deref() {
-        Some("none") => return Ok(None),
-        Some(m) => (
-            Layout::parse(m).map_err(syntax("--lama-map"))?,
-            Origin::User,
-        ),
-        None => match &site.map {
-            Some(l) => (
-                l.clone(),
-                if user.any() {
-                    Origin::User
-                } else {
-                    Origin::Site
-                },
+    let (layout, origin) =
+        match user.map.as_deref() {
+            Some("none") => return Ok(None),
+            Some(m) => (
+                Layout::parse(m).map_err(syntax("--lama-map"))?,
+                Origin::User,
             ),
-            None if user.any() => {
-                return Err(PlanError::Usage(
-                    "--lama-bind, --lama-mppr and --lama-order need a layout: add \
+            None => match &site.map {
+                Some(l) => (
+                    l.clone(),
+                    if user.any() {
+                        Origin::User
+                    } else {
+                        Origin::Site
+                    },
+                ),
+                None if user.any() => return Err(PlanError::Usage(
+                    "--lama-bind, --lama-mppr, --lama-order and --lama-membind need a layout: add \
                      --lama-map=LAYOUT (for example --lama-map=scbnh)"
                         .to_string(),
-                ))
-            }
-            None => return Ok(None),
-        },
-    };
+                )),
+                None => return Ok(None),
+            },
+        };
     Ok(Some(Plan {
         layout,
-        bind: bind.unwrap_or(site.bind),
+        bind: bind.or(site.bind),
+        membind: membind.unwrap_or(site.membind),
         mppr: mppr.unwrap_or_else(|| site.mppr.clone()),
         order: order.unwrap_or(site.order),
         origin,
@@ -177,6 +240,8 @@ pub struct TaskPlacement {
     pub omp_places: String,
     /// How many places `omp_places` holds.
     pub omp_place_count: usize,
+    /// OS indexes of the NUMA nodes the binding touches (empty without binding).
+    pub mems: CpuList,
 }
 
 /// Places this node's tasks: `globals[i]` is the global rank of local task `i`. Tasks are
@@ -187,30 +252,38 @@ pub fn place_local(
     plan: &Plan,
     globals: &[u32],
     overcommit: bool,
-) -> Result<Vec<TaskPlacement>, PlaceError> {
+    cpus: StepCpus,
+) -> Result<LocalPlacement, PlaceError> {
+    let (bind, bind_within) = effective_bind(machine, plan, cpus);
     let req = Request {
         layout: plan.layout.clone(),
-        bind: plan.bind,
+        bind,
         mppr: plan.mppr.clone(),
         order: plan.order,
         oversubscribe: overcommit,
-        bind_within: false,
         np: globals.len() as u32,
+        bind_within,
     };
     let placement = place(&[machine], &req)?;
     let mut by_rank: Vec<usize> = (0..globals.len()).collect();
     by_rank.sort_by_key(|&i| globals[i]);
     let mut out: Vec<Option<TaskPlacement>> = vec![None; globals.len()];
+    let mut narrowest: Option<u32> = None;
     for (k, &local) in by_rank.iter().enumerate() {
         let info = placement.info(k);
+        if bind != Bind::None && cpus.per_task > 1 {
+            let covered = cpus_covered(machine, &info.bound_logical, cpus.unit);
+            narrowest = Some(narrowest.map_or(covered, |n| n.min(covered)));
+        }
         // The picture and the OpenMP places are only built when they will be used.
-        let picture = match (plan.verbose, plan.bind) {
+        let picture = match (plan.verbose, bind) {
             (false, _) => String::new(),
             (true, Bind::None) => render::picture_with(machine, &[info.pu_logical], 'm'),
             (true, _) => render::picture(machine, &info.bound_logical),
         };
         let places = if plan.omp {
-            omp_places(machine, &info.bound_logical)
+            let per_cpu = cpus.per_task > 1 && cpus.unit == CpuUnit::Thread;
+            omp_places(machine, &info.bound_logical, per_cpu)
         } else {
             Vec::new()
         };
@@ -218,6 +291,7 @@ pub fn place_local(
             global: globals[local],
             pu_os: info.pu_os,
             pu_logical: info.pu_logical,
+            mems: numa_nodes(machine, &info.bound_logical),
             cpus: info.cpus,
             picture,
             omp_places: places
@@ -237,19 +311,36 @@ pub fn place_local(
             omp_place_count: places.len(),
         });
     }
-    Ok(out.into_iter().flatten().collect())
+    let narrower = match narrowest {
+        Some(n) if n < cpus.per_task && plan.bind.is_some() => Some(format!(
+            "warning: binding {bind} gives a task {n} CPU(s) ({unit}s, as Slurm counts them \
+             here) but -c/--cpus-per-task asks for {per}; the tasks run bound as asked. Leave \
+             out --lama-bind (and the site's bind=) to get a binding of {per} CPUs, or ask for \
+             a wider one such as {wider}",
+            unit = cpus.unit.name(),
+            per = cpus.per_task,
+            wider = binding_for_cpus(machine, cpus.per_task, cpus.unit),
+        )),
+        _ => None,
+    };
+    Ok(LocalPlacement {
+        bind,
+        tasks: out.into_iter().flatten().collect(),
+        narrower,
+    })
 }
 
-/// The bound PUs (logical indexes) grouped by core, as OS CPU lists in logical order: OpenMP
-/// places. A PU outside every core is a place of its own.
-fn omp_places(machine: &Machine, bound: &[u32]) -> Vec<CpuList> {
+/// The bound PUs (logical indexes) as OpenMP places in logical order: one per core (its bound
+/// hardware threads), or with `per_thread` one per hardware thread (when `-c` counts threads).
+/// A PU outside every core is a place of its own.
+fn omp_places(machine: &Machine, bound: &[u32], per_thread: bool) -> Vec<CpuList> {
     let cores = machine.objects(lama_engine::Level::Core);
     let mut places: Vec<(Option<usize>, Vec<u32>)> = Vec::new();
     for &pu in bound {
         let core = cores.iter().position(|c| c.pus.contains(&pu));
         let os = machine.pus()[pu as usize].os;
         match places.last_mut() {
-            Some((c, list)) if core.is_some() && *c == core => list.push(os),
+            Some((c, list)) if !per_thread && core.is_some() && *c == core => list.push(os),
             _ => places.push((core, vec![os])),
         }
     }
@@ -259,22 +350,54 @@ fn omp_places(machine: &Machine, bound: &[u32]) -> Vec<CpuList> {
         .collect()
 }
 
-/// Which Slurm `-m` distribution gives nodes the ranks the full LAMA iteration would (for
-/// `--lama-verbose`), assuming `nnodes` nodes like this one. `None` when there is one node or
-/// the distribution in use (`SLURM_DISTRIBUTION`) already is that one.
+/// The distinct CPU counts in Slurm's compressed per-node list (`SLURM_JOB_CPUS_PER_NODE`,
+/// e.g. `2(x3),4`), in order of appearance; `None` when it cannot be read.
+pub fn distinct_cpus_per_node(list: &str) -> Option<Vec<u32>> {
+    let mut out: Vec<u32> = Vec::new();
+    for item in list.split(',') {
+        let count = item.split('(').next()?.trim().parse::<u32>().ok()?;
+        if !out.contains(&count) {
+            out.push(count);
+        }
+    }
+    Some(out)
+}
+
+/// The step's one distribution hint (for `--lama-verbose`, printed by the step's first node
+/// only): which Slurm `-m` gives nodes the ranks the full LAMA iteration would. Only this
+/// node's shape is known here, so the hint says that it assumes every node of the step is
+/// shaped like this one; when Slurm's CPU counts per node (`cpus_per_node`, the job's
+/// `SLURM_JOB_CPUS_PER_NODE`) show that they are not, it says so and points at `lama map`
+/// instead of guessing. `None` when there is one node or the distribution in use
+/// (`SLURM_DISTRIBUTION`) already is the one this node's shape asks for.
 pub fn distribution_hint(
     machine: &Machine,
     plan: &Plan,
+    node: &str,
     nnodes: u32,
     in_use: Option<&str>,
+    cpus_per_node: Option<&str>,
 ) -> Option<String> {
     if nnodes <= 1 {
         return None;
     }
+    let exact = "`lama map` with each node's topology prints the exact -m (or a \
+                 SLURM_HOSTFILE for -m arbitrary)";
+    if let Some(counts) = cpus_per_node.and_then(distinct_cpus_per_node) {
+        if counts.len() > 1 {
+            let counts: Vec<String> = counts.iter().map(u32::to_string).collect();
+            return Some(format!(
+                "the step's nodes differ (CPUs per node: {}), so no -m is guessed for layout \
+                 {}; {exact}",
+                counts.join(", "),
+                plan.layout
+            ));
+        }
+    }
     let nodes = vec![machine; nnodes.min(1 << 16) as usize];
     let req = Request {
         layout: plan.layout.clone(),
-        bind: plan.bind,
+        bind: plan.binding(),
         mppr: plan.mppr.clone(),
         order: plan.order,
         oversubscribe: false,
@@ -287,7 +410,8 @@ pub fn distribution_hint(
         return None;
     }
     Some(format!(
-        "layout {} spreads ranks over nodes like `-m {want}`; this step uses {}",
+        "layout {} spreads ranks over nodes like `-m {want}`, assuming the step's {nnodes} nodes \
+         are shaped like {node}; this step uses {}. If they are not, {exact}",
         plan.layout,
         match in_use {
             Some(d) => format!("-m {d}"),
@@ -319,35 +443,66 @@ pub fn hex_mask(cpus: &CpuList) -> String {
 /// The `--lama-verbose` line for one task, in the style of Slurm's
 /// `cpu-bind=MASK - node, task 0 0 [pid]: mask 0x3 set`.
 pub fn verbose_line(plan: &Plan, node: &str, local: u32, pid: u32, task: &TaskPlacement) -> String {
-    let action = if plan.bind == Bind::None {
+    let bind = plan.binding();
+    let action = if bind == Bind::None {
         "not bound".to_string()
     } else {
         format!("mask {} set (cpus {})", hex_mask(&task.cpus), task.cpus)
     };
+    let memory = match (plan.membind, bind) {
+        (Membind::None, _) => String::new(),
+        (m, Bind::None) => format!(", memory not bound ({m} needs a CPU binding)"),
+        (m, _) if task.mems.is_empty() => {
+            format!(", memory not bound ({m}: the topology names no NUMA node)")
+        }
+        (m, _) => format!(", mems {} {m}", task.mems),
+    };
     format!(
-        "lama-bind={} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action}, mapped PU L#{} P#{} {}",
-        plan.bind, plan.layout, task.global, local, task.pu_logical, task.pu_os, task.picture
+        "lama-bind={bind} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action}{memory}, mapped \
+         PU L#{} P#{} {}",
+        plan.layout, task.global, local, task.pu_logical, task.pu_os, task.picture
     )
 }
 
-/// The variables set in each task's environment: `LAMA_*`, and with `--lama-omp` and a
-/// binding, `OMP_PLACES` (one place per bound core) and `OMP_PROC_BIND=close` (the plugin also
-/// sets `OMP_NUM_THREADS` to the number of places when the job does not set it).
+/// Whether a task's memory policy is to be set, and to which NUMA nodes (OS indexes).
+pub fn memory_binding(plan: &Plan, task: &TaskPlacement) -> Option<(Membind, CpuList)> {
+    (plan.membind != Membind::None && plan.binding() != Bind::None && !task.mems.is_empty())
+        .then(|| (plan.membind, task.mems.clone()))
+}
+
+/// The variables set in each task's environment: `LAMA_*` (`LAMA_MEMS` and `LAMA_MEMBIND` when
+/// memory is bound), and with `--lama-omp` and a binding, `OMP_PLACES` and
+/// `OMP_PROC_BIND=close` (the plugin also sets `OMP_NUM_THREADS` when the job does not set it).
 pub fn task_environment(plan: &Plan, task: &TaskPlacement) -> Vec<(&'static str, String)> {
+    let bind = plan.binding();
     let mut env = vec![
         ("LAMA_LAYOUT", plan.layout.to_string()),
-        ("LAMA_BIND", plan.bind.to_string()),
+        ("LAMA_BIND", bind.to_string()),
         ("LAMA_MPPR", plan.mppr.to_string()),
         ("LAMA_ORDER", plan.order.to_string()),
         ("LAMA_CPUS", task.cpus.to_string()),
         ("LAMA_PU", task.pu_os.to_string()),
         ("LAMA_PU_LOGICAL", task.pu_logical.to_string()),
     ];
-    if plan.omp && plan.bind != Bind::None {
+    if let Some((policy, mems)) = memory_binding(plan, task) {
+        env.push(("LAMA_MEMS", mems.to_string()));
+        env.push(("LAMA_MEMBIND", policy.to_string()));
+    }
+    if plan.omp && bind != Bind::None {
         env.push(("OMP_PLACES", task.omp_places.clone()));
         env.push(("OMP_PROC_BIND", "close".to_string()));
     }
     env
+}
+
+/// `OMP_NUM_THREADS` for a task with `--lama-omp` (when the job does not set it): `-c` when
+/// given, else one thread per place.
+pub fn omp_threads(cpus: StepCpus, task: &TaskPlacement) -> usize {
+    if cpus.per_task > 1 {
+        cpus.per_task as usize
+    } else {
+        task.omp_place_count
+    }
 }
 
 #[cfg(test)]
@@ -379,22 +534,23 @@ mod tests {
     fn user_options_over_site_defaults_over_built_ins() {
         let site = SiteConfig::default();
         let plan = resolve(&user(Some("scbnh"), None), &site).unwrap().unwrap();
-        assert_eq!(plan.bind.to_string(), "1c");
+        assert_eq!(plan.bind, None);
+        assert_eq!(plan.binding().to_string(), "1c");
         assert_eq!(plan.origin, Origin::User);
         let site = SiteConfig {
             map: Some(Layout::parse("csbnh").unwrap()),
-            bind: Bind::parse("1s").unwrap(),
+            bind: Some(Bind::parse("1s").unwrap()),
             ..SiteConfig::default()
         };
         let plan = resolve(&UserOptions::default(), &site).unwrap().unwrap();
         assert_eq!(
-            (plan.layout.to_string(), plan.bind.to_string()),
+            (plan.layout.to_string(), plan.binding().to_string()),
             ("csbnh".into(), "1s".into())
         );
         assert_eq!(plan.origin, Origin::Site);
         let plan = resolve(&user(None, Some("1h")), &site).unwrap().unwrap();
         assert_eq!(
-            (plan.layout.to_string(), plan.bind.to_string()),
+            (plan.layout.to_string(), plan.binding().to_string()),
             ("csbnh".into(), "1h".into())
         );
         assert_eq!(plan.origin, Origin::User);
@@ -424,7 +580,9 @@ mod tests {
             .unwrap()
             .unwrap();
         // Local task 0 is global rank 7, local task 1 is rank 3: rank 3 comes first.
-        let tasks = place_local(&m, &plan, &[7, 3], false).unwrap();
+        let tasks = place_local(&m, &plan, &[7, 3], false, StepCpus::default())
+            .unwrap()
+            .tasks;
         assert_eq!(tasks[1].cpus.to_string(), "0");
         assert_eq!(tasks[0].cpus.to_string(), "2");
         assert_eq!(tasks[0].picture, "");
@@ -432,15 +590,18 @@ mod tests {
             verbose: true,
             ..plan.clone()
         };
-        let tasks = place_local(&m, &verbose, &[7, 3], false).unwrap();
+        let tasks = place_local(&m, &verbose, &[7, 3], false, StepCpus::default())
+            .unwrap()
+            .tasks;
         assert_eq!(tasks[0].picture, "[./.][B/.]");
-        let e = place_local(&m, &plan, &[0, 1, 2, 3, 4], false).unwrap_err();
+        let e = place_local(&m, &plan, &[0, 1, 2, 3, 4], false, StepCpus::default()).unwrap_err();
         assert!(e
             .to_string()
             .starts_with("placed 4 of 5 processes: oversubscribed"));
         assert_eq!(
-            place_local(&m, &plan, &[0, 1, 2, 3, 4], true)
+            place_local(&m, &plan, &[0, 1, 2, 3, 4], true, StepCpus::default())
                 .unwrap()
+                .tasks
                 .len(),
             5
         );
@@ -453,7 +614,9 @@ mod tests {
             .unwrap()
             .unwrap();
         plan.verbose = true;
-        let tasks = place_local(&m, &plan, &[0, 1], false).unwrap();
+        let tasks = place_local(&m, &plan, &[0, 1], false, StepCpus::default())
+            .unwrap()
+            .tasks;
         assert_eq!(
             verbose_line(&plan, "node1", 1, 4242, &tasks[1]),
             "lama-bind=1c layout=scbnh - node1, task  1  1 [4242]: mask 0x30 set (cpus 4-5), \
@@ -482,7 +645,9 @@ mod tests {
             ..UserOptions::default()
         };
         let plan = resolve(&user, &SiteConfig::default()).unwrap().unwrap();
-        let tasks = place_local(&m, &plan, &[0], false).unwrap();
+        let tasks = place_local(&m, &plan, &[0], false, StepCpus::default())
+            .unwrap()
+            .tasks;
         assert_eq!(
             (tasks[0].omp_places.as_str(), tasks[0].omp_place_count),
             ("{0,2},{1,3}", 2)
@@ -492,10 +657,12 @@ mod tests {
         assert!(env.contains(&("OMP_PROC_BIND", "close".to_string())));
         // No binding, no OpenMP places.
         let plan = Plan {
-            bind: Bind::None,
+            bind: Some(Bind::None),
             ..plan
         };
-        let tasks = place_local(&m, &plan, &[0], false).unwrap();
+        let tasks = place_local(&m, &plan, &[0], false, StepCpus::default())
+            .unwrap()
+            .tasks;
         assert!(!task_environment(&plan, &tasks[0])
             .iter()
             .any(|(k, _)| k.starts_with("OMP_")));
@@ -508,16 +675,158 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            distribution_hint(&m, &plan, 3, None).unwrap(),
-            "layout scbnh spreads ranks over nodes like `-m plane=8`; this step uses Slurm's \
-             default distribution"
+            distribution_hint(&m, &plan, "node1", 3, None, Some("8(x3)")).unwrap(),
+            "layout scbnh spreads ranks over nodes like `-m plane=8`, assuming the step's 3 \
+             nodes are shaped like node1; this step uses Slurm's default distribution. If they \
+             are not, `lama map` with each node's topology prints the exact -m (or a \
+             SLURM_HOSTFILE for -m arbitrary)"
         );
-        assert_eq!(distribution_hint(&m, &plan, 3, Some("plane")), None);
-        assert_eq!(distribution_hint(&m, &plan, 1, None), None);
+        assert_eq!(
+            distribution_hint(&m, &plan, "node1", 3, Some("plane"), None),
+            None
+        );
+        assert_eq!(distribution_hint(&m, &plan, "node1", 1, None, None), None);
+        // Nodes Slurm counts differently are not guessed at.
+        let differ = distribution_hint(&m, &plan, "node1", 2, None, Some("8,16")).unwrap();
+        assert!(
+            differ.starts_with("the step's nodes differ (CPUs per node: 8, 16)"),
+            "{differ}"
+        );
+        assert_eq!(distinct_cpus_per_node("2(x3),4,2"), Some(vec![2, 4]));
+        assert_eq!(distinct_cpus_per_node("x"), None);
         let plan = resolve(&user(Some("nsc"), None), &SiteConfig::default())
             .unwrap()
             .unwrap();
-        assert_eq!(distribution_hint(&m, &plan, 2, Some("cyclic:block")), None);
+        assert_eq!(
+            distribution_hint(&m, &plan, "node1", 2, Some("cyclic:block"), None),
+            None
+        );
+    }
+
+    fn cpt(per_task: u32, unit: CpuUnit) -> StepCpus {
+        StepCpus { per_task, unit }
+    }
+
+    #[test]
+    fn cpus_per_task_widen_the_default_binding() {
+        let omp = UserOptions {
+            map: Some("scbnh".into()),
+            omp: true,
+            ..UserOptions::default()
+        };
+        let plan = resolve(&omp, &SiteConfig::default()).unwrap().unwrap();
+        // One thread per core (node1, node3 of the test cluster): -c2 binds two cores.
+        let flat = Machine::synthetic("pack:1 core:2 pu:1").unwrap();
+        let local = place_local(&flat, &plan, &[0], false, cpt(2, CpuUnit::Thread)).unwrap();
+        assert_eq!(local.bind.to_string(), "2c");
+        assert_eq!(local.tasks[0].cpus.to_string(), "0-1");
+        assert_eq!(local.tasks[0].omp_places, "{0},{1}");
+        assert_eq!(omp_threads(cpt(2, CpuUnit::Thread), &local.tasks[0]), 2);
+        assert_eq!(local.narrower, None);
+        // Two threads per core, Slurm counting threads (node2): -c2 is the core, two places.
+        let smt = Machine::synthetic("pack:2 core:2 pu:2").unwrap();
+        let local = place_local(&smt, &plan, &[0, 1], false, cpt(2, CpuUnit::Thread)).unwrap();
+        assert_eq!(local.bind.to_string(), "1c");
+        assert_eq!(local.tasks[1].cpus.to_string(), "4-5");
+        assert_eq!(local.tasks[1].omp_places, "{4},{5}");
+        // Slurm counting cores: -c2 is two cores, places per core.
+        let local = place_local(&smt, &plan, &[0, 1], false, cpt(2, CpuUnit::Core)).unwrap();
+        assert_eq!(local.bind.to_string(), "2c");
+        assert_eq!(local.tasks[0].cpus.to_string(), "0-3");
+        assert_eq!(local.tasks[1].cpus.to_string(), "4-7");
+        assert_eq!(local.tasks[1].omp_places, "{4,5},{6,7}");
+        // Without -c nothing changes.
+        let local = place_local(&smt, &plan, &[0], false, StepCpus::default()).unwrap();
+        assert_eq!(local.bind.to_string(), "1c");
+        assert_eq!(local.tasks[0].omp_places, "{0,1}");
+    }
+
+    #[test]
+    fn a_binding_narrower_than_cpus_per_task_runs_with_a_warning() {
+        let m = Machine::synthetic("pack:1 core:4 pu:1").unwrap();
+        let plan = resolve(&user(Some("scbnh"), Some("1c")), &SiteConfig::default())
+            .unwrap()
+            .unwrap();
+        let local = place_local(&m, &plan, &[0, 1], false, cpt(2, CpuUnit::Thread)).unwrap();
+        assert_eq!(local.tasks[0].cpus.to_string(), "0");
+        let warning = local.narrower.unwrap();
+        assert!(
+            warning.starts_with(
+                "warning: binding 1c gives a task 1 CPU(s) (threads, as Slurm counts them here) \
+                 but -c/--cpus-per-task asks for 2"
+            ),
+            "{warning}"
+        );
+        assert!(warning.ends_with("such as 2c"), "{warning}");
+        // The same from the site's default binding.
+        let site = SiteConfig {
+            map: Some(Layout::parse("scbnh").unwrap()),
+            bind: Some(Bind::parse("1c").unwrap()),
+            ..SiteConfig::default()
+        };
+        let plan = resolve(&UserOptions::default(), &site).unwrap().unwrap();
+        let local = place_local(&m, &plan, &[0], false, cpt(3, CpuUnit::Thread)).unwrap();
+        assert!(local.narrower.is_some());
+        // Wide enough, or no binding at all: no warning.
+        let plan = resolve(&user(Some("scbnh"), Some("2c")), &SiteConfig::default())
+            .unwrap()
+            .unwrap();
+        let local = place_local(&m, &plan, &[0], false, cpt(2, CpuUnit::Thread)).unwrap();
+        assert_eq!(local.narrower, None);
+        let plan = resolve(&user(Some("scbnh"), Some("none")), &SiteConfig::default())
+            .unwrap()
+            .unwrap();
+        let local = place_local(&m, &plan, &[0], false, cpt(2, CpuUnit::Thread)).unwrap();
+        assert_eq!(local.narrower, None);
+    }
+
+    #[test]
+    fn memory_follows_the_cpu_binding() {
+        let m = Machine::synthetic("pack:2 numa:1 core:2 pu:1").unwrap();
+        let mut u = user(Some("scbnh"), Some("1c"));
+        u.membind = Some("local".into());
+        let mut plan = resolve(&u, &SiteConfig::default()).unwrap().unwrap();
+        plan.verbose = true;
+        let tasks = place_local(&m, &plan, &[0, 1], false, StepCpus::default())
+            .unwrap()
+            .tasks;
+        assert_eq!(tasks[1].mems.to_string(), "1");
+        assert_eq!(
+            memory_binding(&plan, &tasks[1]),
+            Some((Membind::Local, CpuList::from_cpus([1])))
+        );
+        let env = task_environment(&plan, &tasks[1]);
+        assert!(env.contains(&("LAMA_MEMS", "1".to_string())));
+        assert!(env.contains(&("LAMA_MEMBIND", "local".to_string())));
+        assert!(verbose_line(&plan, "n", 1, 1, &tasks[1]).contains("(cpus 2), mems 1 local,"));
+        // A whole-node binding touches both NUMA nodes.
+        plan.bind = Some(Bind::parse("1n").unwrap());
+        plan.membind = Membind::Preferred;
+        let tasks = place_local(&m, &plan, &[0], false, StepCpus::default())
+            .unwrap()
+            .tasks;
+        assert_eq!(
+            memory_binding(&plan, &tasks[0]).unwrap().1.to_string(),
+            "0-1"
+        );
+        // No CPU binding: memory is left alone, and the verbose line says why.
+        plan.bind = Some(Bind::None);
+        let tasks = place_local(&m, &plan, &[0], false, StepCpus::default())
+            .unwrap()
+            .tasks;
+        assert_eq!(memory_binding(&plan, &tasks[0]), None);
+        assert!(!task_environment(&plan, &tasks[0])
+            .iter()
+            .any(|(k, _)| *k == "LAMA_MEMS"));
+        assert!(verbose_line(&plan, "n", 0, 1, &tasks[0])
+            .contains("memory not bound (preferred needs a CPU binding)"));
+        // Bad values are refused like the other options.
+        let mut bad = user(Some("scbnh"), None);
+        bad.membind = Some("strict".into());
+        let e = resolve(&bad, &SiteConfig::default()).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("lama: --lama-membind: invalid memory binding 'strict'"));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use crate::bind;
 use crate::config::{OnFailure, SiteConfig};
-use crate::plan::{self, Origin, Plan, TaskPlacement, UserOptions};
+use crate::plan::{self, Origin, Plan, StepCpus, TaskPlacement, UserOptions};
 use crate::{cgroup, topo_source};
 use slurm_spank::{spank_log_user, Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error;
@@ -28,9 +28,10 @@ const OPT_MPPR: &str = "lama-mppr";
 const OPT_ORDER: &str = "lama-order";
 const OPT_VERBOSE: &str = "lama-verbose";
 const OPT_OMP: &str = "lama-omp";
+const OPT_MEMBIND: &str = "lama-membind";
 
 /// The options and their usage text (shown by `srun --help`).
-const OPTIONS: [(&str, Option<&str>, &str); 6] = [
+const OPTIONS: [(&str, Option<&str>, &str); 7] = [
     (
         OPT_MAP,
         Some("layout"),
@@ -53,6 +54,12 @@ const OPTIONS: [(&str, Option<&str>, &str); 6] = [
         "LAMA rank order on a node: n natural, s sequential (follow the hardware) [default n]",
     ),
     (
+        OPT_MEMBIND,
+        Some("local|preferred|none"),
+        "LAMA memory binding: allocate on the NUMA nodes of each task's CPU binding, only \
+         (local) or preferably (preferred) [default none]",
+    ),
+    (
         OPT_VERBOSE,
         None,
         "print each task's LAMA placement and binding",
@@ -61,7 +68,7 @@ const OPTIONS: [(&str, Option<&str>, &str); 6] = [
         OPT_OMP,
         None,
         "set OMP_PLACES (one place per bound core), OMP_PROC_BIND=close and, unless set, \
-         OMP_NUM_THREADS to match each task's LAMA binding",
+         OMP_NUM_THREADS (-c if given) to match each task's LAMA binding",
     ),
 ];
 
@@ -72,6 +79,7 @@ pub struct Lama {
     site: SiteConfig,
     plan: Option<Plan>,
     tasks: Vec<TaskPlacement>,
+    cpus: StepCpus,
     node: String,
     /// Set when a callback returns an error it has already shown (see [`Shown`]).
     shown: std::cell::Cell<bool>,
@@ -84,6 +92,7 @@ fn user_options(spank: &SpankHandle) -> UserOptions {
         bind: value(OPT_BIND),
         mppr: value(OPT_MPPR),
         order: value(OPT_ORDER),
+        membind: value(OPT_MEMBIND),
         verbose: spank.is_option_set(OPT_VERBOSE),
         omp: spank.is_option_set(OPT_OMP),
     }
@@ -120,8 +129,9 @@ impl Lama {
 }
 
 impl Lama {
-    /// Computes this node's placement for the step, or explains why not.
-    fn place_step(&mut self, spank: &SpankHandle, plan: &Plan) -> Result<(), String> {
+    /// Computes this node's placement for the step, or explains why not. Returns the plan
+    /// with the binding this node uses.
+    fn place_step(&mut self, spank: &SpankHandle, plan: &Plan) -> Result<Plan, String> {
         let online = lama_hwloc::online_cpus().map_err(|e| e.to_string())?;
         let resolved = topo_source::node_topology_live(&self.site, &self.node, &online)
             .map_err(|e| format!("cannot get this node's topology: {e}"))?;
@@ -144,6 +154,7 @@ impl Lama {
                 resolved.machine.name()
             ));
         }
+        self.cpus = self.step_cpus(spank, &resolved.machine, job, step);
         let ntasks = spank.job_local_task_count().map_err(|e| e.to_string())?;
         let mut globals = Vec::with_capacity(ntasks as usize);
         for local in 0..ntasks {
@@ -154,20 +165,82 @@ impl Lama {
             .ok()
             .flatten()
             .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("yes"));
-        self.tasks =
-            plan::place_local(&machine, plan, &globals, overcommit).map_err(|e| format!("{e}"))?;
+        let local = plan::place_local(&machine, plan, &globals, overcommit, self.cpus)
+            .map_err(|e| format!("{e}"))?;
+        self.tasks = local.tasks;
+        let plan = Plan {
+            bind: Some(local.bind),
+            ..plan.clone()
+        };
         tracing::info!(
             node = %self.node, job, step, source = %resolved.source, cpus = %cpus,
-            "lama: placed {} task(s) with layout {} binding {}", ntasks, plan.layout, plan.bind
+            cpus_per_task = self.cpus.per_task, cpu_unit = self.cpus.unit.name(),
+            "lama: placed {} task(s) with layout {} binding {} membind {}",
+            ntasks, plan.layout, local.bind, plan.membind
         );
-        if plan.verbose {
-            let nnodes = spank.job_nnodes().unwrap_or(1);
-            let in_use = spank.getenv("SLURM_DISTRIBUTION").ok().flatten();
-            if let Some(hint) = plan::distribution_hint(&machine, plan, nnodes, in_use.as_deref()) {
-                spank_log_user!("lama: {}: {hint}", self.node);
+        // What concerns the whole step is said once, by the step's first node.
+        let first_node = spank.job_nodeid().unwrap_or(0) == 0;
+        if let Some(warning) = &local.narrower {
+            tracing::warn!(node = %self.node, job, step, "lama: {warning}");
+            if first_node {
+                spank_log_user!("lama: {}: {warning}", self.node);
             }
         }
-        Ok(())
+        if plan.verbose && first_node {
+            let nnodes = spank.job_nnodes().unwrap_or(1);
+            let in_use = spank.getenv("SLURM_DISTRIBUTION").ok().flatten();
+            let per_node = spank.getenv("SLURM_JOB_CPUS_PER_NODE").ok().flatten();
+            if let Some(hint) = plan::distribution_hint(
+                &machine,
+                &plan,
+                &self.node,
+                nnodes,
+                in_use.as_deref(),
+                per_node.as_deref(),
+            ) {
+                spank_log_user!("lama: {hint}");
+            }
+        }
+        Ok(plan)
+    }
+
+    /// `-c` of the step, and what Slurm counts as a CPU here: the site's `cpu_unit`, else
+    /// detected from the job's CPUs on this node (Slurm's count against the job cpuset's
+    /// hardware threads); threads when that cannot be read.
+    fn step_cpus(
+        &self,
+        spank: &SpankHandle,
+        machine: &lama_engine::Machine,
+        job: u32,
+        step: u32,
+    ) -> StepCpus {
+        let per_task = spank
+            .step_cpus_per_task()
+            .ok()
+            .and_then(|c| u32::try_from(c).ok())
+            .filter(|&c| c >= 1)
+            .unwrap_or(1);
+        let unit = match self.site.cpu_unit {
+            Some(u) => u,
+            None => {
+                let t = lama_engine::threads_per_core(machine);
+                let ncpus = spank.job_ncpus().map(u32::from).unwrap_or(0);
+                match cgroup::job_cpus(job, step) {
+                    Ok(job_pus) => {
+                        let unit = lama_engine::CpuUnit::detect(ncpus, job_pus.len() as u32, t);
+                        tracing::debug!(job, step, ncpus, job_pus = %job_pus, threads_per_core = t,
+                            "lama: Slurm counts {}s as CPUs here", unit.name());
+                        unit
+                    }
+                    Err(why) if t > 1 && per_task > 1 => {
+                        tracing::info!(job, step, "lama: the job's cpuset is unreadable ({why}); -c counts hardware threads (set cpu_unit= to change)");
+                        lama_engine::CpuUnit::Thread
+                    }
+                    Err(_) => lama_engine::CpuUnit::Thread,
+                }
+            }
+        };
+        StepCpus { per_task, unit }
     }
 }
 
@@ -237,8 +310,8 @@ unsafe impl Plugin for Lama {
             }
         };
         match self.place_step(spank, &plan) {
-            Ok(()) => {
-                self.plan = Some(plan);
+            Ok(placed) => {
+                self.plan = Some(placed);
                 Ok(())
             }
             Err(why) => {
@@ -270,8 +343,15 @@ unsafe impl Plugin for Lama {
             .ok()
             .and_then(|l| self.tasks.get(l))
             .ok_or_else(|| format!("lama: no placement for local task {local}"))?;
-        if plan.bind != lama_engine::Bind::None {
+        if plan.binding() != lama_engine::Bind::None {
             bind::set_affinity(&task.cpus).map_err(|e| {
+                let msg = format!("lama: {}: task {}: {e}", self.node, task.global);
+                spank_log_user!("{msg}");
+                self.shown(msg)
+            })?;
+        }
+        if let Some((policy, mems)) = plan::memory_binding(plan, task) {
+            bind::set_membind(policy, &mems).map_err(|e| {
                 let msg = format!("lama: {}: task {}: {e}", self.node, task.global);
                 spank_log_user!("{msg}");
                 self.shown(msg)
@@ -280,10 +360,11 @@ unsafe impl Plugin for Lama {
         for (name, value) in plan::task_environment(plan, task) {
             spank.setenv(name, value, true)?;
         }
-        if plan.omp && plan.bind != lama_engine::Bind::None {
+        if plan.omp && plan.binding() != lama_engine::Bind::None {
             // The user's own OMP_NUM_THREADS wins.
             if spank.getenv("OMP_NUM_THREADS")?.is_none() {
-                spank.setenv("OMP_NUM_THREADS", task.omp_place_count.to_string(), true)?;
+                let threads = plan::omp_threads(self.cpus, task);
+                spank.setenv("OMP_NUM_THREADS", threads.to_string(), true)?;
             }
         }
         if plan.verbose {

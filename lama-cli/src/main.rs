@@ -5,12 +5,14 @@
 
 use clap::{Args, Parser, Subcommand};
 use lama_engine::{
-    place, render, Bind, CpuList, Layout, Machine, Mppr, Order, PlaceError, Placement, Request,
-    MAP_ALIASES,
+    binding_for_cpus, cpus_covered, narrower_warning, numa_nodes, place, render, Bind, CpuList,
+    CpuUnit, Layout, Machine, Membind, Mppr, Order, PlaceError, Placement, Request, MAP_ALIASES,
 };
 use lama_hwloc::Source;
 use std::io::Write;
 use std::process::ExitCode;
+
+mod hostlist;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -64,9 +66,31 @@ struct MapArgs {
     /// Mapping layout (e.g. scbnh) or alias (hwthread core l1cache l2cache l3cache numa socket node).
     #[arg(long, short = 'm', value_name = "LAYOUT")]
     map: String,
-    /// Binding width (e.g. 1c, 2L2, 1s) or alias, or none.
-    #[arg(long, short = 'b', value_name = "WIDTH", default_value = "1c")]
-    bind: String,
+    /// Binding width (e.g. 1c, 2L2, 1s) or alias, or none. [default: 1c, or with
+    /// --cpus-per-task N the narrowest binding of N CPUs, as the plugin does]
+    #[arg(long, short = 'b', value_name = "WIDTH")]
+    bind: Option<String>,
+    /// CPUs per process, as Slurm's -c/--cpus-per-task: without --bind, each process is bound
+    /// to at least N CPUs, kept inside the smallest enclosing object where possible.
+    #[arg(long, short = 'c', value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    cpus_per_task: u32,
+    /// What Slurm counts as one CPU on these nodes: thread (CPUs= counts hardware threads) or
+    /// core (CPUs= counts cores).
+    #[arg(long, value_name = "thread|core", default_value = "thread",
+          value_parser = ["thread", "core"])]
+    cpu_unit: String,
+    /// Memory binding: local or preferred (the NUMA nodes of each binding), or none. Shown per
+    /// process, and as "mems" in --json.
+    #[arg(long, value_name = "local|preferred|none", default_value = "none")]
+    membind: String,
+    /// Write a SLURM_HOSTFILE (one node name per rank) that makes `srun -m arbitrary` put
+    /// every rank on the node this placement puts it on. Needs --node-names.
+    #[arg(long, value_name = "FILE", requires = "node_names")]
+    hostfile: Option<std::path::PathBuf>,
+    /// The nodes' names, in --topology order, as a Slurm hostlist (node[1-3]).
+    #[arg(long, value_name = "HOSTLIST")]
+    node_names: Option<String>,
     /// Maximum processes per resource, e.g. 1:c,4:s (first pass only). Default: no limit.
     #[arg(long, value_name = "LIMITS")]
     mppr: Option<String>,
@@ -150,12 +174,23 @@ fn cpulist(text: &str) -> Result<CpuList, Failure> {
 fn map(args: MapArgs) -> Result<(), Failure> {
     let syntax = |d: lama_engine::Diagnostic| Failure::Usage(d.to_string());
     let layout = Layout::parse(&args.map).map_err(syntax)?;
-    let bind = Bind::parse(&args.bind).map_err(syntax)?;
+    let bind = args
+        .bind
+        .as_deref()
+        .map(Bind::parse)
+        .transpose()
+        .map_err(syntax)?;
     let mppr = match &args.mppr {
         Some(m) => Mppr::parse(m).map_err(syntax)?,
         None => Mppr::none(),
     };
     let order = Order::parse(&args.order).map_err(syntax)?;
+    let membind = Membind::parse(&args.membind).map_err(syntax)?;
+    let unit = if args.cpu_unit == "core" {
+        CpuUnit::Core
+    } else {
+        CpuUnit::Thread
+    };
     let restrict = args.restrict.as_deref().map(cpulist).transpose()?;
 
     let mut machines = Vec::with_capacity(args.topologies.len());
@@ -178,6 +213,42 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             )))
         }
     };
+    let names = match &args.node_names {
+        Some(list) => {
+            let names = hostlist::expand(list).map_err(Failure::Usage)?;
+            if names.len() != nodes.len() {
+                return Err(Failure::Usage(format!(
+                    "--node-names names {} node(s) but there are {} (one name per node, in \
+                     --topology order)",
+                    names.len(),
+                    nodes.len()
+                )));
+            }
+            Some(names)
+        }
+        None => None,
+    };
+    // As the plugin does: without --bind, -c N widens the default binding on each node.
+    let (bind, bind_within) = match bind {
+        Some(b) => (b, false),
+        None if args.cpus_per_task > 1 => {
+            let per_node: Vec<Bind> = machines
+                .iter()
+                .map(|m| binding_for_cpus(m, args.cpus_per_task, unit))
+                .collect();
+            if per_node.iter().any(|b| *b != per_node[0]) {
+                let list: Vec<String> = per_node.iter().map(Bind::to_string).collect();
+                return Err(Failure::Usage(format!(
+                    "--cpus-per-task {} needs a different binding on these nodes ({}): the \
+                     plugin chooses one per node; preview the nodes one at a time or give --bind",
+                    args.cpus_per_task,
+                    list.join(", ")
+                )));
+            }
+            (per_node[0], true)
+        }
+        None => (Bind::default(), false),
+    };
     let req = Request {
         layout,
         bind,
@@ -185,20 +256,76 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         order,
         oversubscribe: args.oversubscribe,
         np: args.np,
-        bind_within: false,
+        bind_within,
     };
     let placement = place(&nodes, &req).map_err(|e| match e {
         PlaceError::TooLarge { .. } => Failure::Usage(e.to_string()),
         other => Failure::Place(other.to_string()),
     })?;
+    if args.bind.is_some() && args.cpus_per_task > 1 && bind != Bind::None {
+        let narrowest = (0..placement.len())
+            .map(|r| {
+                let info = placement.info(r);
+                cpus_covered(nodes[info.node as usize], &info.bound_logical, unit)
+            })
+            .min();
+        if let Some(n) = narrowest {
+            if let Some(w) = narrower_warning(nodes[0], bind, n, args.cpus_per_task, unit) {
+                eprintln!("lama: {w}");
+            }
+        }
+    }
+    if let (Some(path), Some(names)) = (&args.hostfile, &names) {
+        let mut text = String::with_capacity(placement.len() * 8);
+        for p in placement.processes() {
+            text += &names[p.node as usize];
+            text.push('\n');
+        }
+        std::fs::write(path, text)
+            .map_err(|e| Failure::Place(format!("cannot write {}: {e}", path.display())))?;
+    }
     if args.json {
-        print(&json(&placement))
+        print(&json(&placement, membind))
     } else {
         let mut text = String::new();
         if let Some((alias, expansion)) = MAP_ALIASES.iter().find(|(a, _)| *a == args.map) {
             text += &format!("map alias '{alias}' = layout {expansion}\n");
         }
+        if bind_within {
+            text += &format!(
+                "binding {bind}: at least {} CPU(s) ({}s) per process for --cpus-per-task\n",
+                args.cpus_per_task,
+                unit.name()
+            );
+        }
         text += &render::placement_text(&placement);
+        if membind != Membind::None {
+            text += &format!("\nmemory binding {membind} (NUMA nodes, OS indexes):\n");
+            for r in 0..placement.len() {
+                let info = placement.info(r);
+                let mems = numa_nodes(nodes[info.node as usize], &info.bound_logical);
+                text += &format!(
+                    "  rank {r:>4} node {}: {}\n",
+                    info.node,
+                    if bind == Bind::None {
+                        "not bound (no CPU binding)".to_string()
+                    } else if mems.is_empty() {
+                        "not bound (the topology names no NUMA node)".to_string()
+                    } else {
+                        mems.to_string()
+                    }
+                );
+            }
+        }
+        if let (Some(path), Some(names)) = (&args.hostfile, &names) {
+            text += &format!(
+                "\nwrote {}: run SLURM_HOSTFILE={} srun -m arbitrary -n{} on nodes {}\n",
+                path.display(),
+                path.display(),
+                placement.len(),
+                names.join(",")
+            );
+        }
         print(&text)
     }
 }
@@ -209,6 +336,9 @@ struct JsonProcess {
     node: u32,
     pu: u32,
     cpus: Vec<u32>,
+    /// NUMA nodes of the binding, with --membind only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mems: Option<Vec<u32>>,
 }
 
 #[derive(serde::Serialize)]
@@ -216,15 +346,21 @@ struct JsonPlacement {
     processes: Vec<JsonProcess>,
 }
 
-fn json(p: &Placement<'_>) -> String {
+fn json(p: &Placement<'_>, membind: Membind) -> String {
     let processes = (0..p.len())
         .map(|r| {
             let info = p.info(r);
+            let mems = (membind != Membind::None).then(|| {
+                numa_nodes(p.nodes()[info.node as usize], &info.bound_logical)
+                    .cpus()
+                    .to_vec()
+            });
             JsonProcess {
                 rank: info.rank,
                 node: info.node,
                 pu: info.pu_os,
                 cpus: info.cpus.cpus().to_vec(),
+                mems,
             }
         })
         .collect();

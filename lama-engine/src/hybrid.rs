@@ -104,6 +104,27 @@ pub fn cpus_covered(m: &Machine, bound_logical: &[u32], unit: CpuUnit) -> u32 {
     }
 }
 
+/// The warning for a binding that was asked for but gives some process only `narrowest` CPUs
+/// of `unit` while Slurm's `-c` gave each `cpus`; `None` when it is wide enough.
+pub fn narrower_warning(
+    m: &Machine,
+    bind: Bind,
+    narrowest: u32,
+    cpus: u32,
+    unit: CpuUnit,
+) -> Option<String> {
+    (bind != Bind::None && narrowest < cpus).then(|| {
+        format!(
+            "warning: binding {bind} gives a task {narrowest} CPU(s) ({unit}s, as Slurm counts \
+             them here) but -c/--cpus-per-task asks for {cpus}; the tasks run bound as asked. \
+             Leave out the binding (--lama-bind, the site's bind=) to get one of {cpus} CPUs, or \
+             ask for a wider one such as {wider}",
+            unit = unit.name(),
+            wider = binding_for_cpus(m, cpus, unit),
+        )
+    })
+}
+
 /// The OS indexes of the NUMA nodes whose PUs meet the binding (logical PU indexes). Empty
 /// when the machine describes no NUMA node with an OS index.
 pub fn numa_nodes(m: &Machine, bound_logical: &[u32]) -> CpuList {

@@ -43,7 +43,9 @@ mod place_tests;
 
 pub use cpulist::{CpuList, CpuListError};
 pub use diag::{Diagnostic, Subject, MAX_INPUT_LEN};
-pub use hybrid::{binding_for_cpus, cpus_covered, numa_nodes, threads_per_core, CpuUnit};
+pub use hybrid::{
+    binding_for_cpus, cpus_covered, narrower_warning, numa_nodes, threads_per_core, CpuUnit,
+};
 pub use level::Level;
 pub use place::{place, PlaceError, Placement, Process, ProcessInfo, Request};
 pub use spec::{Bind, Layout, Membind, Mppr, Order, BIND_ALIASES, MAP_ALIASES};

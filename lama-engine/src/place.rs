@@ -852,6 +852,48 @@ impl<'m> Placement<'m> {
             .collect()
     }
 
+    /// How many processes each node got, in node order.
+    pub fn tasks_per_node(&self) -> Vec<u32> {
+        let mut counts = vec![0u32; self.nodes.len()];
+        for p in &self.processes {
+            counts[p.node as usize] += 1;
+        }
+        counts
+    }
+
+    /// The Slurm `-m/--distribution` that puts every rank on the node this placement puts it
+    /// on, given the same number of tasks per node ([`Placement::tasks_per_node`]): `cyclic`,
+    /// `block` or `plane=P`, whichever matches first. `None` when no distribution does: then
+    /// only `-m arbitrary` with a `SLURM_HOSTFILE` (one node name per rank) reproduces it.
+    pub fn slurm_distribution_exact(&self) -> Option<String> {
+        let counts = self.tasks_per_node();
+        let max = counts.iter().copied().max().unwrap_or(0);
+        let matches = |plane: u32| -> bool {
+            let mut left = counts.clone();
+            let mut rank = 0usize;
+            while rank < self.processes.len() {
+                for (n, l) in left.iter_mut().enumerate() {
+                    let k = plane.min(*l);
+                    for _ in 0..k {
+                        if self.processes[rank].node as usize != n {
+                            return false;
+                        }
+                        rank += 1;
+                    }
+                    *l -= k;
+                }
+            }
+            true
+        };
+        if self.nodes.len() <= 1 || matches(1) {
+            return Some("cyclic".to_string());
+        }
+        if matches(max) {
+            return Some("block".to_string());
+        }
+        (2..max).find(|&p| matches(p)).map(|p| format!("plane={p}"))
+    }
+
     /// The Slurm `-m/--distribution` that gives nodes the same ranks as this layout does across
     /// nodes (exact when every node has every position): `cyclic` when `n` is innermost,
     /// otherwise `plane=P` with P the positions per node before the layout moves to the next

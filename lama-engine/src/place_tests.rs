@@ -499,3 +499,44 @@ fn hardware_thread_bindings_stay_in_their_core() {
     req.bind_within = false;
     assert_eq!(cpus(&place(&[&m], &req).unwrap()), ["0-1", "2-3"]);
 }
+
+#[test]
+fn exact_slurm_distributions() {
+    let m = synth("pack:2 core:2 pu:1");
+    let dist = |layout: &str, np: u32, nodes: usize| {
+        let nodes = vec![&m; nodes];
+        let mut req = request(layout, "1c", np);
+        req.oversubscribe = true;
+        place(&nodes, &req).unwrap().slurm_distribution_exact()
+    };
+    // Node innermost: round-robin over nodes.
+    assert_eq!(dist("nscbh", 6, 3).as_deref(), Some("cyclic"));
+    // Node outermost: every node filled before the next.
+    assert_eq!(dist("scbnh", 12, 3).as_deref(), Some("block"));
+    // Node after sockets: two ranks per node, then the next node.
+    assert_eq!(dist("snch", 8, 2).as_deref(), Some("plane=2"));
+    assert_eq!(dist("scbnh", 3, 1).as_deref(), Some("cyclic"));
+    // Heterogeneous nodes where no distribution matches: 3 positions on node 0, 1 on node 1,
+    // then node 0 again in the second pass of an oversubscribed run.
+    let a = synth("pack:1 core:3 pu:1");
+    let b = synth("pack:1 core:1 pu:1");
+    let mut req = request("cnh", "1c", 4);
+    req.oversubscribe = true;
+    let p = place(&[&a, &b], &req).unwrap();
+    let nodes: Vec<u32> = p.processes().iter().map(|x| x.node).collect();
+    assert_eq!(nodes, [0, 0, 0, 1]);
+    assert_eq!(p.slurm_distribution_exact().as_deref(), Some("block"));
+    let mut req = request("ncbh", "1c", 5);
+    req.oversubscribe = true;
+    let p = place(&[&a, &b], &req).unwrap();
+    let nodes: Vec<u32> = p.processes().iter().map(|x| x.node).collect();
+    assert_eq!(nodes, [0, 1, 0, 0, 0]);
+    assert_eq!(p.slurm_distribution_exact().as_deref(), Some("cyclic"));
+    let mut req = request("ncbh", "1c", 6);
+    req.oversubscribe = true;
+    let p = place(&[&a, &b], &req).unwrap();
+    let nodes: Vec<u32> = p.processes().iter().map(|x| x.node).collect();
+    // Second pass: node 0 again, then node 1: [0,1,0,0,0,1] is no plane of counts 4,2.
+    assert_eq!(nodes, [0, 1, 0, 0, 0, 1]);
+    assert_eq!(p.slurm_distribution_exact(), None);
+}

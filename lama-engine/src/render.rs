@@ -81,11 +81,20 @@ pub fn placement_text(p: &Placement<'_>) -> String {
     let widths: Vec<String> = p.widths().iter().map(|(l, w)| format!("{l}={w}")).collect();
     let _ = writeln!(out, "maximal tree widths: {}", widths.join(" "));
     if p.nodes().len() > 1 {
-        let _ = writeln!(
-            out,
-            "node assignment: the same as Slurm's -m {}",
-            p.slurm_distribution()
-        );
+        let counts: Vec<String> = p.tasks_per_node().iter().map(u32::to_string).collect();
+        let _ = match p.slurm_distribution_exact() {
+            Some(d) => writeln!(
+                out,
+                "node assignment: the same as Slurm's -m {d} with tasks per node {}",
+                counts.join(",")
+            ),
+            None => writeln!(
+                out,
+                "node assignment: no Slurm -m gives it (tasks per node {}); use -m arbitrary with \
+                 a SLURM_HOSTFILE (lama map --hostfile FILE --node-names LIST)",
+                counts.join(",")
+            ),
+        };
     }
     for (n, m) in p.nodes().iter().enumerate() {
         let ranks = p.ranks_on(n as u32);

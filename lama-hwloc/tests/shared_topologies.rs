@@ -137,3 +137,45 @@ fn every_topology_maps_with_several_layouts() {
         }
     }
 }
+
+/// Memory binding follows the CPU binding on machines with several NUMA nodes: a process bound
+/// to a core gets that core's NUMA node, one bound to a NUMA domain gets exactly that node, and
+/// `Nscbnh` spreads the first processes over every node.
+#[test]
+fn numa_nodes_of_bindings_on_multi_numa_machines() {
+    for (name, numa) in [("96em64t-4no4pa3ca2co.xml", 4), ("256ppc-8n8s4t.xml", 8)] {
+        let Some(m) = machine(name) else {
+            return;
+        };
+        assert_eq!(count(&m, Level::Numa), numa, "{name}");
+        for bind in ["1c", "1N"] {
+            let mut req = Request::new(Layout::parse("Nscbnh").unwrap(), numa as u32);
+            req.bind = Bind::parse(bind).unwrap();
+            let p = place(&[&m], &req).unwrap();
+            let mut seen = Vec::new();
+            for r in 0..p.len() {
+                let info = p.info(r);
+                let mems = lama_engine::numa_nodes(&m, &info.bound_logical);
+                assert_eq!(mems.len(), 1, "{name} {bind} rank {r}: {mems}");
+                // The node is the one that holds the mapped PU.
+                let holder = m
+                    .objects(Level::Numa)
+                    .iter()
+                    .find(|o| o.pus.contains(&info.pu_logical))
+                    .and_then(|o| o.os)
+                    .unwrap();
+                assert_eq!(mems.cpus(), [holder], "{name} {bind} rank {r}");
+                seen.push(holder);
+            }
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(seen.len(), numa, "{name} {bind}: every NUMA node used once");
+        }
+        // A whole-node binding touches every NUMA node.
+        let mut req = Request::new(Layout::parse("Nscbnh").unwrap(), 1);
+        req.bind = Bind::parse("1n").unwrap();
+        let p = place(&[&m], &req).unwrap();
+        let all = lama_engine::numa_nodes(&m, &p.info(0).bound_logical);
+        assert_eq!(all.len(), numa, "{name}");
+    }
+}

@@ -312,15 +312,9 @@ pub fn place_local(
         });
     }
     let narrower = match narrowest {
-        Some(n) if n < cpus.per_task && plan.bind.is_some() => Some(format!(
-            "warning: binding {bind} gives a task {n} CPU(s) ({unit}s, as Slurm counts them \
-             here) but -c/--cpus-per-task asks for {per}; the tasks run bound as asked. Leave \
-             out --lama-bind (and the site's bind=) to get a binding of {per} CPUs, or ask for \
-             a wider one such as {wider}",
-            unit = cpus.unit.name(),
-            per = cpus.per_task,
-            wider = binding_for_cpus(machine, cpus.per_task, cpus.unit),
-        )),
+        Some(n) if plan.bind.is_some() => {
+            lama_engine::narrower_warning(machine, bind, n, cpus.per_task, cpus.unit)
+        }
         _ => None,
     };
     Ok(LocalPlacement {
@@ -752,8 +746,8 @@ mod tests {
         let warning = local.narrower.unwrap();
         assert!(
             warning.starts_with(
-                "warning: binding 1c gives a task 1 CPU(s) (threads, as Slurm counts them here) \
-                 but -c/--cpus-per-task asks for 2"
+                "warning: binding 1c gives a task 1 CPU(s) (threads, as Slurm counts them \
+                 here) but -c/--cpus-per-task asks for 2"
             ),
             "{warning}"
         );

@@ -34,7 +34,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Place processes and show where each one goes.
-    Map(MapArgs),
+    Map(Box<MapArgs>),
     /// Show a topology as the engine sees it: levels in containment order, widths, available PUs.
     Topology {
         /// An hwloc XML file, an hwloc synthetic description, or `host`.
@@ -134,7 +134,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Map(args) => map(args),
+        Command::Map(args) => map(*args),
         Command::Topology { topology, restrict } => {
             let machine = load(&topology)?;
             let machine = match restrict {

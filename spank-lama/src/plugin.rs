@@ -5,7 +5,7 @@
 //! | `init` | all | reads the site configuration (refuses to load on error); registers the `--lama-*` options in local, remote and allocator contexts |
 //! | `init_post_opt` | local, allocator | checks the option values (syntax and combination): a bad value stops srun/sbatch/salloc before anything is launched |
 //! | `user_init` | remote | once per step, before tasks fork: skips batch, extern and interactive steps and steps without LAMA; loads the node topology, reads the step cpuset, restricts, places this node's tasks |
-//! | `task_init` | remote, in each task | binds the task, sets `LAMA_*`, prints the verbose line |
+//! | `task_init` | remote, in each task | binds the task (CPUs, and memory with `--lama-membind`), sets `LAMA_*`, prints the verbose line |
 //!
 //! Everything runs inside the SPANK binding's panic guard; the code itself returns errors
 //! instead of panicking, starts no thread and writes no file.

@@ -359,10 +359,11 @@ t_openmp_variables() {
     as_user srun -w node1 -n1 -c2 --lama-map=scbnh --lama-bind=1n --lama-omp bash -c "$report" > "$work/omp" 2> "$work/err" \
         || fail "srun failed: $(cat "$work/err")" || return 1
     assert_eq "node1" "0 node1 {0},{1} close 2" "$(cat "$work/omp")" || return 1
-    # node2: one core with two threads is one place; the user's OMP_NUM_THREADS is kept.
     as_user env OMP_NUM_THREADS=7 srun -w node2 -n1 -c2 --lama-map=scbnh --lama-bind=1c --lama-omp bash -c "$report" > "$work/omp" 2> "$work/err" \
         || fail "srun failed: $(cat "$work/err")" || return 1
-    assert_eq "node2" "0 node2 {0,1} close 7" "$(cat "$work/omp")" || return 1
+    # With -c2 Slurm gave the task two CPUs, which on node2 are the core's two threads: two
+    # places. The user's OMP_NUM_THREADS is kept.
+    assert_eq "node2" "0 node2 {0},{1} close 7" "$(cat "$work/omp")" || return 1
     # Without --lama-omp nothing OpenMP is set.
     as_user srun -w node1 -n1 --lama-map=scbnh bash -c 'echo "${OMP_PLACES-unset}"' > "$work/omp" 2>&1
     assert_eq "without --lama-omp" "unset" "$(cat "$work/omp")"
@@ -382,6 +383,97 @@ t_bad_site_configuration() {
     run_srun -N1 -n1 --lama-map=scbnh || fail "srun after the fix: $(cat "$work/err")"
 }
 
+# --- hybrid jobs: -c, memory binding, the distribution hint -----------------------------------
+
+t_cpus_per_task_widen_the_binding() {
+    # Without --lama-bind, -c2 binds each task to two CPUs: two sockets on node1, the core's
+    # two threads on node2, two cores on node3; --lama-omp gives two places and two threads.
+    local report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $LAMA_BIND $OMP_PLACES $OMP_NUM_THREADS"'
+    local node
+    for node in "${nodes[@]}"; do
+        as_user srun -w "$node" -n1 -c2 --lama-map=scbnh --lama-omp bash -c "$report" > "$work/omp" 2> "$work/err" \
+            || fail "$node: srun failed: $(cat "$work/err")" || return 1
+        local bind=2c; [ "$node" == node2 ] && bind=1c
+        assert_eq "$node" "0 $node 0-1 $bind {0},{1} 2" "$(cat "$work/omp")" || return 1
+        grep -q warning "$work/err" && { fail "$node: unexpected warning: $(cat "$work/err")"; return 1; }
+    done
+    # All three nodes in one step, against `lama map --cpus-per-task 2` on each node.
+    run_srun -N3 -n3 -c2 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "-N3 -n3 -c2" "node1:0-1 node2:0-1 node3:0-1" "$(actual_cpus)" || return 1
+    assert_eq "predicted" "$(predict --map scbnh --cpus-per-task 2)" "$(actual_cpus)" || return 1
+    # Without -c nothing changes: one core per task.
+    run_srun -w node3 -n2 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "without -c" "node3:0 node3:1" "$(actual_cpus)"
+}
+
+t_narrower_bind_warns_once() {
+    # An explicit binding narrower than -c runs as asked and says so once per step, even when
+    # the step spans nodes.
+    run_srun -N2 -w node1,node3 -n2 -c2 --lama-map=scbnh --lama-bind=1c || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "bound as asked" "node1:0 node3:0" "$(actual_cpus)" || return 1
+    assert_eq "warnings" "1" "$(grep -c 'warning: binding 1c gives a task 1 CPU(s) (threads, as Slurm counts them here) but -c/--cpus-per-task asks for 2' "$work/err")" || return 1
+    # The same for the site's default binding.
+    set_plugstack "map=scbnh bind=1c"
+    run_srun -w node3 -n1 -c2
+    local rc=$?
+    reset_plugstack
+    [ $rc -eq 0 ] || fail "srun with the site default failed: $(cat "$work/err")" || return 1
+    assert_eq "site default bound as asked" "node3:0" "$(actual_cpus)" || return 1
+    assert_eq "site default warnings" "1" "$(grep -c 'warning: binding 1c' "$work/err")"
+}
+
+t_membind() {
+    # The kernel's view of each task's memory: Mems_allowed_list (the cpuset) and the policy
+    # /proc/self/numa_maps shows (a child process inherits it, like the application would).
+    local report='echo "$SLURM_PROCID $(hostname -s) ${LAMA_MEMS-unset} ${LAMA_MEMBIND-unset} $(grep Mems_allowed_list /proc/self/status | cut -f2) $(awk "NR == 1 { print \$2 }" /proc/self/numa_maps)"'
+    as_user srun -N3 -n3 --lama-map=scbnh --lama-membind=local bash -c "$report" 2> "$work/err" | sort -n > "$work/mem" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "local" "0 node1 0 local 0 bind:0
+1 node2 0 local 0 bind:0
+2 node3 0 local 0 bind:0" "$(cat "$work/mem")" || return 1
+    as_user srun -w node1 -n1 --lama-map=scbnh --lama-membind=preferred bash -c "$report" > "$work/mem" 2> "$work/err" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "preferred" "0 node1 0 preferred 0 prefer:0" "$(cat "$work/mem")" || return 1
+    # Without a CPU binding memory is left alone, and --lama-verbose says so.
+    as_user srun -w node1 -n1 --lama-map=scbnh --lama-bind=none --lama-membind=local --lama-verbose bash -c "$report" > "$work/mem" 2> "$work/err" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "no CPU binding" "0 node1 unset unset 0 default" "$(cat "$work/mem")" || return 1
+    grep -qF "memory not bound (local needs a CPU binding)" "$work/err" || fail "verbose: $(cat "$work/err")" || return 1
+    # The verbose line shows the nodes.
+    as_user srun -w node1 -n1 --lama-map=scbnh --lama-membind=local --lama-verbose true 2> "$work/err" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    grep -qF "(cpus 0), mems 0 local," "$work/err" || fail "verbose: $(cat "$work/err")" || return 1
+    # The site default, and a bad value refused before launch.
+    set_plugstack "membind=local"
+    as_user srun -w node1 -n1 --lama-map=scbnh bash -c "$report" > "$work/mem" 2> "$work/err"
+    local rc=$?
+    reset_plugstack
+    [ $rc -eq 0 ] || fail "srun with membind=local failed: $(cat "$work/err")" || return 1
+    assert_eq "site default" "0 node1 0 local 0 bind:0" "$(cat "$work/mem")" || return 1
+    as_user srun -n1 --lama-map=scbnh --lama-membind=strict true > /dev/null 2> "$work/err" \
+        && { fail "srun ran with --lama-membind=strict"; return 1; }
+    grep -qF "lama: --lama-membind: invalid memory binding 'strict'" "$work/err" || fail "message: $(cat "$work/err")"
+}
+
+t_one_distribution_hint() {
+    # One hint per step, from the first node, saying what it assumed.
+    as_user srun -N3 -n6 --lama-map=scbnh --lama-verbose true > /dev/null 2> "$work/err" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "hints" "1" "$(grep -c 'spreads ranks over nodes' "$work/err")" || return 1
+    grep -qF "assuming the step's 3 nodes are shaped like node1" "$work/err" || fail "hint: $(grep spreads "$work/err")" || return 1
+    # `lama map` with every node's topology gives the exact node assignment; srun -m arbitrary
+    # with its SLURM_HOSTFILE runs every rank on the node lama said, bound as lama said.
+    "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
+        --np 6 --map nscbh --node-names 'node[1-3]' --hostfile "$work/hosts" > "$work/plan" \
+        || fail "lama map failed" || return 1
+    as_user sh -c 'cat > /tmp/lama-hosts' < "$work/hosts" || return 1
+    as_user env SLURM_HOSTFILE=/tmp/lama-hosts srun -m arbitrary -n6 --lama-map=nscbh bash -c "$task_report" > "$work/out" 2> "$work/err" \
+        || fail "srun -m arbitrary failed: $(cat "$work/err")" || return 1
+    sort -n -o "$work/out" "$work/out"
+    assert_eq "nodes of the ranks" "$(tr '\n' ' ' < "$work/hosts" | sed 's/ $//')" "$(report_field 2)" || return 1
+    assert_eq "bindings" "$(predict --map nscbh)" "$(actual_cpus)"
+}
+
 t_daemons_still_up() {
     local state
     wait_for 60 nodes_idle
@@ -399,7 +491,8 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_bind_none_keeps_slurm_binding t_order_sequential t_mppr t_alias t_sbatch_options_reach_steps
     t_salloc_options t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
     t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
-    t_bad_site_configuration t_topology_sources t_daemons_still_up)
+    t_bad_site_configuration t_topology_sources t_cpus_per_task_widen_the_binding
+    t_narrower_bind_warns_once t_membind t_one_distribution_hint t_daemons_still_up)
 
 # The tests that need no plugin (the brief's (a), (b), (c)).
 base_tests=(t_setup t_confinement t_no_options_leaves_slurm_alone t_daemons_still_up)

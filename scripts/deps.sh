@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
-packages=(libhwloc-dev hwloc libclang-dev clang pkg-config libudev-dev mmdebstrap
+packages=(libhwloc-dev hwloc libclang-dev clang pkg-config libudev-dev libscotch-dev mmdebstrap
     debian-archive-keyring ca-certificates git jq)
 missing=()
 for p in "${packages[@]}"; do

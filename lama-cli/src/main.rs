@@ -12,7 +12,8 @@ use lama_hwloc::Source;
 use std::io::Write;
 use std::process::ExitCode;
 
-mod hostlist;
+mod plan;
+use lama_plan::hostlist;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -35,6 +36,9 @@ struct Cli {
 enum Command {
     /// Place processes and show where each one goes.
     Map(Box<MapArgs>),
+    /// Communication-aware placement: map a communication matrix onto the nodes and their
+    /// network with Scotch, guarded by LAMA layouts; write a plan for `srun --lama-plan`.
+    Plan(Box<plan::PlanArgs>),
     /// Show a topology as the engine sees it: levels in containment order, widths, available PUs.
     Topology {
         /// An hwloc XML file, an hwloc synthetic description, or `host`.
@@ -110,7 +114,7 @@ struct MapArgs {
 }
 
 /// A failure with its exit status.
-enum Failure {
+pub(crate) enum Failure {
     /// Bad usage or syntax: exit 2.
     Usage(String),
     /// The request cannot be placed: exit 1.
@@ -135,6 +139,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Map(args) => map(*args),
+        Command::Plan(args) => plan::run(*args),
         Command::Topology { topology, restrict } => {
             let machine = load(&topology)?;
             let machine = match restrict {
@@ -155,7 +160,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
-fn print(text: &str) -> Result<(), Failure> {
+pub(crate) fn print(text: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     // A closed pipe (`lama ... | head`) is not an error worth reporting.
     let _ = out.write_all(text.as_bytes());
@@ -163,11 +168,11 @@ fn print(text: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-fn load(spec: &str) -> Result<Machine, Failure> {
+pub(crate) fn load(spec: &str) -> Result<Machine, Failure> {
     lama_hwloc::load(&Source::from_spec(spec)).map_err(|e| Failure::Usage(e.to_string()))
 }
 
-fn cpulist(text: &str) -> Result<CpuList, Failure> {
+pub(crate) fn cpulist(text: &str) -> Result<CpuList, Failure> {
     CpuList::parse(text).map_err(|e| Failure::Usage(e.to_string()))
 }
 
@@ -331,14 +336,14 @@ fn map(args: MapArgs) -> Result<(), Failure> {
 }
 
 #[derive(serde::Serialize)]
-struct JsonProcess {
-    rank: u32,
-    node: u32,
-    pu: u32,
-    cpus: Vec<u32>,
+pub(crate) struct JsonProcess {
+    pub(crate) rank: u32,
+    pub(crate) node: u32,
+    pub(crate) pu: u32,
+    pub(crate) cpus: Vec<u32>,
     /// NUMA nodes of the binding, with --membind only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    mems: Option<Vec<u32>>,
+    pub(crate) mems: Option<Vec<u32>>,
 }
 
 #[derive(serde::Serialize)]

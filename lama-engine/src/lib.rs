@@ -34,6 +34,7 @@ pub mod diag;
 pub mod hybrid;
 pub mod level;
 pub mod place;
+pub mod planfile;
 pub mod render;
 pub mod spec;
 pub mod topology;
@@ -48,5 +49,6 @@ pub use hybrid::{
 };
 pub use level::Level;
 pub use place::{place, PlaceError, Placement, Process, ProcessInfo, Request};
+pub use planfile::{valid_node_name, PlanFile, PlanFileError, PlannedRank};
 pub use spec::{Bind, Layout, Membind, Mppr, Order, BIND_ALIASES, MAP_ALIASES};
 pub use topology::{Machine, MachineBuilder, Object, Pu, TopologyError};

@@ -1,0 +1,330 @@
+//! `lama plan`: communication-aware placement with Scotch, guarded by LAMA layouts, written as a
+//! plan for `srun --lama-plan` and a `SLURM_HOSTFILE` for `srun -m arbitrary`.
+
+use crate::{cpulist, hostlist, load, print, Failure, JsonProcess};
+use clap::Args;
+use lama_engine::{render, CpuList, Machine, PlanFile, PlannedRank};
+use lama_plan::cost::{Distances, System};
+use lama_plan::matrix::{CommMatrix, Format};
+use lama_plan::network::Network;
+use lama_plan::Unit;
+use std::path::PathBuf;
+
+/// Largest matrix or topology.conf file read.
+const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml \\\n            \
+                        --nodes node[1-4] --network /etc/slurm/topology.conf --out plan\n  \
+                        SLURM_HOSTFILE=plan.hosts srun -m arbitrary -n96 --lama-plan=plan.lama ./app"
+)]
+pub(crate) struct PlanArgs {
+    /// The communication matrix: a dense square matrix (one row per line) or `i j volume`
+    /// lines, `#` comments; made symmetric (M + Mᵀ).
+    #[arg(long, value_name = "FILE")]
+    matrix: PathBuf,
+    /// The matrix's format.
+    #[arg(long, value_name = "auto|dense|sparse", default_value = "auto",
+          value_parser = ["auto", "dense", "sparse"])]
+    format: String,
+    /// Number of ranks (the matrix must describe exactly that many).
+    #[arg(long, short = 'n', value_name = "NP")]
+    np: u32,
+    /// The nodes' topologies: an hwloc XML file, a synthetic description or `host`; `%n` is
+    /// replaced by each node's name. One for all nodes, or one per node in --nodes order.
+    #[arg(long = "topology", short = 't', value_name = "T", required = true)]
+    topologies: Vec<String>,
+    /// The nodes, as a Slurm hostlist (node[1-4], or "$SLURM_JOB_NODELIST" in a job).
+    #[arg(long, value_name = "HOSTLIST")]
+    nodes: String,
+    /// The CPUs the job has (OS indexes): CPULIST for every node, or NODE=CPULIST per node
+    /// (repeat it), as a partial allocation's cpusets.
+    #[arg(long, value_name = "[NODE=]CPULIST")]
+    restrict: Vec<String>,
+    /// Slurm's topology.conf (topology/tree); without it every node hangs off one switch.
+    #[arg(long, value_name = "FILE")]
+    network: Option<PathBuf>,
+    /// What each rank is bound to: its core or its hardware thread.
+    #[arg(long, value_name = "core|hwthread", default_value = "core",
+          value_parser = ["core", "hwthread"])]
+    bind: String,
+    /// Costs of the levels, overriding the defaults: e.g. switch=1000,farther=4000 (levels core
+    /// l2 l3 numa package node switch farther).
+    #[arg(long, value_name = "LEVEL=COST,...")]
+    distances: Option<String>,
+    /// Print the cost model and every candidate's cost.
+    #[arg(long)]
+    explain: bool,
+    /// Write PREFIX.lama (for --lama-plan) and PREFIX.hosts (for SLURM_HOSTFILE).
+    #[arg(long, value_name = "PREFIX")]
+    out: Option<PathBuf>,
+    /// Machine-readable output: {"processes":[...],"cost":{...}}.
+    #[arg(long)]
+    json: bool,
+}
+
+fn read(path: &PathBuf, what: &str) -> Result<String, Failure> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Failure::Usage(format!("{what} {}: {e}", path.display())))?;
+    if meta.len() > MAX_INPUT_BYTES {
+        return Err(Failure::Usage(format!(
+            "{what} {} is {} bytes; at most {MAX_INPUT_BYTES} are read",
+            path.display(),
+            meta.len()
+        )));
+    }
+    std::fs::read_to_string(path)
+        .map_err(|e| Failure::Usage(format!("{what} {}: {e}", path.display())))
+}
+
+pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
+    let names = hostlist::expand(&args.nodes).map_err(Failure::Usage)?;
+    if let Some(bad) = names.iter().find(|n| !lama_engine::valid_node_name(n)) {
+        return Err(Failure::Usage(format!(
+            "'{bad}' is not a node name (letters, digits, '.', '_', '-')"
+        )));
+    }
+    let format = match args.format.as_str() {
+        "dense" => Format::Dense,
+        "sparse" => Format::Sparse,
+        _ => Format::Auto,
+    };
+    let text = read(&args.matrix, "matrix")?;
+    let matrix = CommMatrix::parse(&text, format, Some(args.np))
+        .map_err(|e| Failure::Usage(format!("{}:{e}", args.matrix.display())))?;
+    let network = match &args.network {
+        Some(p) => Network::parse(&read(p, "network")?)
+            .map_err(|e| Failure::Usage(format!("{}:{e}", p.display())))?,
+        None => Network::single_switch(&names),
+    };
+    let distances = match &args.distances {
+        Some(d) => Distances::parse(d).map_err(|e| Failure::Usage(format!("--distances: {e}")))?,
+        None => Distances::default(),
+    };
+    // Per-node restrictions: CPULIST for all, NODE=CPULIST for one.
+    let mut all: Option<CpuList> = None;
+    let mut per_node: Vec<(String, CpuList)> = Vec::new();
+    for r in &args.restrict {
+        match r.split_once('=') {
+            Some((node, list)) => {
+                if !names.iter().any(|n| n == node) {
+                    return Err(Failure::Usage(format!(
+                        "--restrict {r}: {node} is not in --nodes"
+                    )));
+                }
+                per_node.push((node.to_string(), cpulist(list)?));
+            }
+            None => all = Some(cpulist(r)?),
+        }
+    }
+    let specs: Vec<String> = match args.topologies.len() {
+        1 => names
+            .iter()
+            .map(|n| args.topologies[0].replace("%n", n))
+            .collect(),
+        k if k == names.len() => args.topologies.clone(),
+        k => {
+            return Err(Failure::Usage(format!(
+                "{k} --topology options for {} nodes: give one (with %n for the node name) or \
+                 one per node",
+                names.len()
+            )))
+        }
+    };
+    let mut machines: Vec<Machine> = Vec::with_capacity(names.len());
+    for (name, spec) in names.iter().zip(&specs) {
+        let mut m = load(spec)?;
+        if let Some(a) = &all {
+            m = m.restrict(a);
+        }
+        if let Some((_, r)) = per_node.iter().rev().find(|(n, _)| n == name) {
+            m = m.restrict(r);
+        }
+        machines.push(m);
+    }
+    let refs: Vec<&Machine> = machines.iter().collect();
+    let paths: Vec<Vec<usize>> = names
+        .iter()
+        .map(|n| {
+            network.path(n).ok_or_else(|| {
+                Failure::Usage(format!("node {n} is under no switch of the network file"))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let system = System::new(refs.clone(), &names, &network, distances).map_err(Failure::Usage)?;
+    let unit = if args.bind == "hwthread" {
+        Unit::Hwthread
+    } else {
+        Unit::Core
+    };
+    let plan = lama_plan::plan(&matrix, &system, &paths, unit, &lama_plan::guard_layouts())
+        .map_err(Failure::Place)?;
+
+    let file = PlanFile {
+        ranks: plan
+            .ranks
+            .iter()
+            .map(|r| {
+                let m = refs[r.node as usize];
+                PlannedRank {
+                    node: names[r.node as usize].clone(),
+                    pu: m.pus()[r.pu as usize].os,
+                    cpus: CpuList::from_cpus(r.bound.iter().map(|&p| m.pus()[p as usize].os)),
+                }
+            })
+            .collect(),
+    };
+    if let Some(prefix) = &args.out {
+        let with = |ext: &str| {
+            let mut p = prefix.clone().into_os_string();
+            p.push(ext);
+            PathBuf::from(p)
+        };
+        for (path, text) in [
+            (with(".lama"), file.to_string()),
+            (with(".hosts"), file.hostfile()),
+        ] {
+            std::fs::write(&path, text)
+                .map_err(|e| Failure::Place(format!("cannot write {}: {e}", path.display())))?;
+        }
+    }
+    if args.json {
+        return print(&json(&plan, &file));
+    }
+    let mut out = summary(&plan, unit);
+    if args.explain {
+        out += &explain(&plan, distances);
+    }
+    out += &table(&plan, &names, &refs);
+    if let Some(prefix) = &args.out {
+        out += &format!(
+            "\nwrote {p}.lama and {p}.hosts; run:\n  SLURM_HOSTFILE={p}.hosts srun -m arbitrary -n{} --lama-plan={p}.lama ./app\n",
+            plan.ranks.len(),
+            p = prefix.display()
+        );
+    }
+    print(&out)
+}
+
+fn percent(cost: f64, of: f64) -> String {
+    if of > 0.0 {
+        format!("{:+.1}%", (cost - of) / of * 100.0)
+    } else {
+        "±0%".to_string()
+    }
+}
+
+fn summary(plan: &lama_plan::Plan, unit: Unit) -> String {
+    let mut s = format!(
+        "plan: {} ranks, binding {}; {} wins with cost {}",
+        plan.ranks.len(),
+        unit.bind(),
+        plan.winner,
+        plan.cost
+    );
+    if let Some(block) = plan.cost_of("csbnh") {
+        s += &format!(
+            "; Slurm's default (-m block, cores in order = csbnh) {block} ({} for the plan)",
+            percent(plan.cost, block)
+        );
+    }
+    if let Some((name, best)) = plan.best_layout() {
+        s += &format!("; best layout {name} {best} ({})", percent(plan.cost, best));
+    }
+    s.push('\n');
+    s
+}
+
+fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
+    let mut s = format!(
+        "\ncost model: the sum over pairs of ranks of volume x distance; the distance of two PUs \
+         is the cost of the closest level holding both (the same PU costs 0):\n  {d}\ncandidates \
+         (Scotch's mapping and the LAMA layouts):\n"
+    );
+    for c in &plan.candidates {
+        s += &match &c.cost {
+            Ok(v) => format!(
+                "  {:<8} {v}{}\n",
+                c.name,
+                if c.name == plan.winner {
+                    "  <- plan"
+                } else {
+                    ""
+                }
+            ),
+            Err(e) => format!("  {:<8} not placed: {e}\n", c.name),
+        };
+    }
+    s
+}
+
+fn table(plan: &lama_plan::Plan, names: &[String], machines: &[&Machine]) -> String {
+    let mut s = String::new();
+    for (n, m) in machines.iter().enumerate() {
+        s += &format!(
+            "\nnode {n}: {} ({} PUs, {} available)\n",
+            names[n],
+            m.pus().len(),
+            m.available().len()
+        );
+        s += "  rank  mapped PU  bound (OS)  picture\n";
+        for (r, place) in plan
+            .ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.node as usize == n)
+        {
+            let os = CpuList::from_cpus(place.bound.iter().map(|&p| m.pus()[p as usize].os));
+            s += &format!(
+                "  {r:>4}  {:<9}  {:<10}  {}\n",
+                format!("L#{} P#{}", place.pu, m.pus()[place.pu as usize].os),
+                format!("P#{os}"),
+                render::picture(m, &place.bound)
+            );
+        }
+    }
+    s
+}
+
+#[derive(serde::Serialize)]
+struct JsonCost {
+    winner: String,
+    plan: f64,
+    candidates: std::collections::BTreeMap<String, Option<f64>>,
+}
+
+#[derive(serde::Serialize)]
+struct JsonPlan {
+    processes: Vec<JsonProcess>,
+    cost: JsonCost,
+}
+
+fn json(plan: &lama_plan::Plan, file: &PlanFile) -> String {
+    let processes = plan
+        .ranks
+        .iter()
+        .zip(&file.ranks)
+        .enumerate()
+        .map(|(r, (p, f))| JsonProcess {
+            rank: r as u32,
+            node: p.node,
+            pu: f.pu,
+            cpus: f.cpus.cpus().to_vec(),
+            mems: None,
+        })
+        .collect();
+    let cost = JsonCost {
+        winner: plan.winner.clone(),
+        plan: plan.cost,
+        candidates: plan
+            .candidates
+            .iter()
+            .map(|c| (c.name.clone(), c.cost.as_ref().ok().copied()))
+            .collect(),
+    };
+    let mut s = serde_json::to_string(&JsonPlan { processes, cost })
+        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    s.push('\n');
+    s
+}

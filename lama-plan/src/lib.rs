@@ -1,0 +1,517 @@
+//! Communication-aware placement (`lama plan`): an application's communication matrix, the
+//! network (Slurm's `topology.conf`) and every node's topology, mapped with the Scotch graph
+//! mapper, then guarded: the mapping is compared under one cost model ([`cost`]) with the LAMA
+//! layouts a user would try, and the cheapest wins. So a plan is never worse on the model than
+//! the best of those layouts.
+//!
+//! How the machine becomes a Scotch target: every binding slot (an available core, or
+//! hardware thread with `--bind hwthread`) is a leaf of one tree: the switches from the root,
+//! the node within its leaf switch, then the node's levels (package, NUMA node, L3, L2, core,
+//! hardware thread, in the first node's nesting order), each level as wide as its widest
+//! instance (`tleaf`); the leaves that exist form a sub-architecture, which is how partial
+//! allocations and heterogeneous nodes are expressed. Link costs are the cost model's
+//! distances. Scotch may put two ranks on one leaf; those are moved to the free slot that adds
+//! the least cost.
+
+pub mod cost;
+pub mod hostlist;
+pub mod matrix;
+pub mod network;
+mod scotch;
+
+use cost::{Spot, System, LEVELS};
+use lama_engine::{place, Bind, Layout, Level, Machine, Mppr, Order, Request};
+use matrix::CommMatrix;
+use std::collections::HashMap;
+
+/// The layouts every plan is compared with: Slurm's block default (`csbnh`) first.
+pub const GUARD_LAYOUTS: [&str; 5] = ["csbnh", "scbnh", "nscbh", "Nscbnh", "L3csbnh"];
+
+/// What each rank is bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// The available hardware threads of one core (binding `1c`).
+    Core,
+    /// One hardware thread (binding `1h`).
+    Hwthread,
+}
+
+impl Unit {
+    /// The LAMA binding of the same width.
+    pub fn bind(self) -> Bind {
+        Bind::Width {
+            count: 1,
+            level: match self {
+                Unit::Core => Level::Core,
+                Unit::Hwthread => Level::Hwthread,
+            },
+        }
+    }
+}
+
+/// Where one rank goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankPlace {
+    /// Node index.
+    pub node: u32,
+    /// Logical index of the mapped PU.
+    pub pu: u32,
+    /// Logical indexes of the bound PUs.
+    pub bound: Vec<u32>,
+}
+
+/// One candidate and its cost under the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// `scotch` or a layout.
+    pub name: String,
+    /// Its cost; `None` when it could not place the ranks (and why).
+    pub cost: Result<f64, String>,
+}
+
+/// A plan: the winner's placement and every candidate's cost.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// One entry per rank.
+    pub ranks: Vec<RankPlace>,
+    /// The candidate that won.
+    pub winner: String,
+    /// Its cost.
+    pub cost: f64,
+    /// Every candidate, Scotch first, then the layouts in [`GUARD_LAYOUTS`] order.
+    pub candidates: Vec<Candidate>,
+}
+
+impl Plan {
+    /// The cost of a candidate by name.
+    pub fn cost_of(&self, name: &str) -> Option<f64> {
+        self.candidates
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| c.cost.as_ref().ok().copied())
+    }
+
+    /// The cheapest layout's name and cost.
+    pub fn best_layout(&self) -> Option<(&str, f64)> {
+        self.candidates
+            .iter()
+            .filter(|c| c.name != "scotch")
+            .filter_map(|c| c.cost.as_ref().ok().map(|&v| (c.name.as_str(), v)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+}
+
+/// A binding slot: a node, its mapped PU and the PUs bound (logical indexes).
+#[derive(Debug, Clone)]
+struct Slot {
+    node: u32,
+    pu: u32,
+    bound: Vec<u32>,
+}
+
+fn slots(machines: &[&Machine], unit: Unit) -> Vec<Slot> {
+    let mut out = Vec::new();
+    for (n, m) in machines.iter().enumerate() {
+        let avail = |p: u32| m.pus()[p as usize].available;
+        match unit {
+            Unit::Hwthread => {
+                for p in (0..m.pus().len() as u32).filter(|&p| avail(p)) {
+                    out.push(Slot {
+                        node: n as u32,
+                        pu: p,
+                        bound: vec![p],
+                    });
+                }
+            }
+            Unit::Core => {
+                let mut covered = vec![false; m.pus().len()];
+                let mut found: Vec<Slot> = Vec::new();
+                for core in m.objects(Level::Core) {
+                    let bound: Vec<u32> = core.pus.clone().filter(|&p| avail(p)).collect();
+                    core.pus.clone().for_each(|p| covered[p as usize] = true);
+                    if let Some(&first) = bound.first() {
+                        found.push(Slot {
+                            node: n as u32,
+                            pu: first,
+                            bound,
+                        });
+                    }
+                }
+                for p in (0..m.pus().len() as u32).filter(|&p| avail(p) && !covered[p as usize]) {
+                    found.push(Slot {
+                        node: n as u32,
+                        pu: p,
+                        bound: vec![p],
+                    });
+                }
+                found.sort_by_key(|s| s.pu);
+                out.extend(found);
+            }
+        }
+    }
+    out
+}
+
+/// The node-internal levels of the Scotch tree, coarsest first, in `m`'s nesting (fewest
+/// objects first).
+fn inner_levels(m: &Machine) -> Vec<Level> {
+    let mut levels: Vec<Level> = LEVELS
+        .iter()
+        .copied()
+        .filter(|&l| !m.objects(l).is_empty())
+        .collect();
+    levels.sort_by_key(|&l| {
+        let rank = LEVELS.iter().position(|&x| x == l).unwrap_or(0);
+        (m.objects(l).len(), std::cmp::Reverse(rank))
+    });
+    levels
+}
+
+/// The smallest object of `level` holding PU `p`, if any.
+fn owner(m: &Machine, level: Level, p: u32) -> Option<usize> {
+    m.objects(level)
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.pus.contains(&p))
+        .min_by_key(|(_, o)| o.pus.end - o.pus.start)
+        .map(|(i, _)| i)
+}
+
+/// A tree position's key: depth, the coordinates above it, and what it stands for.
+type DenseKey = (usize, Vec<u32>, (u8, usize));
+
+/// The Scotch target for these slots: one coordinate per tree level for each slot.
+fn target(
+    system: &System<'_>,
+    network_depth: &[Vec<usize>],
+    slots: &[Slot],
+    unit: Unit,
+) -> scotch::Target {
+    let machines = system.machines();
+    let levels = inner_levels(machines[0]);
+    let d = system.distances();
+    let cost_of = |l: Level| match l {
+        Level::Core => d.core,
+        Level::L2 => d.l2,
+        Level::L3 => d.l3,
+        Level::Numa => d.numa,
+        _ => d.package,
+    };
+    let net_depth = network_depth.iter().map(Vec::len).max().unwrap_or(1);
+    // Coordinates: network levels (root first, padded at the top), node within the leaf
+    // switch, the node's levels, the hardware thread.
+    let mut coords: Vec<Vec<u32>> = Vec::with_capacity(slots.len());
+    let mut dense: HashMap<DenseKey, u32> = HashMap::new();
+    let mut next: HashMap<(usize, Vec<u32>), u32> = HashMap::new();
+    let mut index = |depth: usize, prefix: &[u32], own: (u8, usize)| -> u32 {
+        let key = (depth, prefix.to_vec(), own);
+        if let Some(&i) = dense.get(&key) {
+            return i;
+        }
+        let c = next.entry((depth, prefix.to_vec())).or_insert(0);
+        let i = *c;
+        *c += 1;
+        dense.insert(key, i);
+        i
+    };
+    // Node-internal levels of the same coordinate vector are padded to the first machine's.
+    let cache: Vec<Vec<Vec<Option<usize>>>> = machines
+        .iter()
+        .map(|m| {
+            levels
+                .iter()
+                .map(|&l| (0..m.pus().len() as u32).map(|p| owner(m, l, p)).collect())
+                .collect()
+        })
+        .collect();
+    for s in slots {
+        let mut c: Vec<u32> = Vec::new();
+        let path = &network_depth[s.node as usize];
+        let pad = net_depth - path.len();
+        for depth in 0..net_depth {
+            let own = if depth < pad {
+                (0, 0)
+            } else {
+                (1, path[path.len() - 1 - (depth - pad)])
+            };
+            let i = index(depth, &c, own);
+            c.push(i);
+        }
+        let i = index(net_depth, &c, (2, s.node as usize));
+        c.push(i);
+        for (k, _) in levels.iter().enumerate() {
+            let own = match cache[s.node as usize][k][s.pu as usize] {
+                Some(o) => (3, o),
+                None => (4, s.pu as usize),
+            };
+            let i = index(net_depth + 1 + k, &c, own);
+            c.push(i);
+        }
+        if unit == Unit::Hwthread {
+            let i = index(net_depth + 1 + levels.len(), &c, (5, s.pu as usize));
+            c.push(i);
+        }
+        coords.push(c);
+    }
+    let depth = coords.first().map_or(0, Vec::len);
+    let mut sizes = vec![1u32; depth];
+    for c in &coords {
+        for (k, &x) in c.iter().enumerate() {
+            sizes[k] = sizes[k].max(x + 1);
+        }
+    }
+    // The link cost between children at each depth is the cost of their common parent.
+    let mut links_f: Vec<f64> = Vec::with_capacity(depth);
+    for _ in 0..net_depth {
+        links_f.push(d.farther);
+    }
+    links_f.push(d.switch);
+    links_f.push(d.node);
+    for (k, _) in levels.iter().enumerate().skip(1) {
+        links_f.push(cost_of(levels[k - 1]));
+    }
+    if unit == Unit::Hwthread {
+        links_f.push(levels.last().map_or(d.node, |&l| cost_of(l)));
+    }
+    links_f.truncate(depth);
+    let max = links_f.iter().copied().fold(1.0f64, f64::max);
+    let links = links_f
+        .iter()
+        .map(|&v| ((v / max * 10_000.0).round() as u32).max(1))
+        .collect();
+    let leaves = coords
+        .iter()
+        .map(|c| {
+            c.iter()
+                .zip(&sizes)
+                .fold(0u64, |acc, (&x, &s)| acc * u64::from(s) + u64::from(x))
+        })
+        .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+        .collect();
+    scotch::Target {
+        sizes,
+        links,
+        leaves,
+    }
+}
+
+/// The communication graph with integer weights (the largest volume becomes 1000).
+fn graph(matrix: &CommMatrix) -> scotch::Graph {
+    let n = matrix.ranks() as usize;
+    let max = matrix.pairs().iter().map(|p| p.2).fold(0.0f64, f64::max);
+    let mut lists: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
+    for &(i, j, v) in matrix.pairs() {
+        let w = ((v / max * 1000.0).round() as u32).max(1);
+        lists[i as usize].push((j, w));
+        lists[j as usize].push((i, w));
+    }
+    let mut xadj = Vec::with_capacity(n + 1);
+    let mut adj = Vec::new();
+    let mut weights = Vec::new();
+    xadj.push(0);
+    for l in lists {
+        for (j, w) in l {
+            adj.push(j);
+            weights.push(w);
+        }
+        xadj.push(adj.len() as u32);
+    }
+    scotch::Graph { xadj, adj, weights }
+}
+
+/// Each rank's neighbours with volumes, for moving ranks.
+fn neighbours(matrix: &CommMatrix) -> Vec<Vec<(u32, f64)>> {
+    let mut n = vec![Vec::new(); matrix.ranks() as usize];
+    for &(i, j, v) in matrix.pairs() {
+        n[i as usize].push((j, v));
+        n[j as usize].push((i, v));
+    }
+    n
+}
+
+/// Scotch's mapping as one slot per rank: ranks that share a slot are moved, heaviest
+/// talkers first kept, to the free slot that adds the least cost with the ranks already placed.
+fn scotch_mapping(
+    matrix: &CommMatrix,
+    system: &System<'_>,
+    paths: &[Vec<usize>],
+    slots: &[Slot],
+    unit: Unit,
+) -> Result<Vec<usize>, String> {
+    let np = matrix.ranks() as usize;
+    if matrix.pairs().is_empty() {
+        return Err("the matrix has no communication to map".to_string());
+    }
+    let target = target(system, paths, slots, unit);
+    if target.sizes.iter().map(|&s| u64::from(s)).product::<u64>() >= i32::MAX as u64 {
+        return Err("the machine is too large for one Scotch tree".to_string());
+    }
+    let chosen = scotch::map(&graph(matrix), &target)?;
+    let mut slot_of: Vec<Option<usize>> = vec![None; np];
+    let mut used = vec![false; slots.len()];
+    let mut displaced = Vec::new();
+    for (r, &s) in chosen.iter().enumerate() {
+        if used[s] {
+            displaced.push(r);
+        } else {
+            used[s] = true;
+            slot_of[r] = Some(s);
+        }
+    }
+    let near = neighbours(matrix);
+    for r in displaced {
+        let mut best: Option<(f64, usize)> = None;
+        for (s, slot) in slots.iter().enumerate().filter(|(s, _)| !used[*s]) {
+            let here: Spot = (slot.node, slot.pu);
+            let add: f64 = near[r]
+                .iter()
+                .filter_map(|&(j, v)| {
+                    slot_of[j as usize]
+                        .map(|t| v * system.distance(here, (slots[t].node, slots[t].pu)))
+                })
+                .sum();
+            if best.is_none_or(|(c, _)| add < c) {
+                best = Some((add, s));
+            }
+        }
+        let (_, s) = best.ok_or("more ranks than slots")?;
+        used[s] = true;
+        slot_of[r] = Some(s);
+    }
+    slot_of
+        .into_iter()
+        .map(|s| s.ok_or_else(|| "a rank was left without a slot".to_string()))
+        .collect()
+}
+
+/// Plans `matrix.ranks()` ranks on the system (nodes in the same order as `paths`, each the
+/// node's switches from its leaf switch up). `layouts` are the LAMA layouts to guard with.
+pub fn plan(
+    matrix: &CommMatrix,
+    system: &System<'_>,
+    paths: &[Vec<usize>],
+    unit: Unit,
+    layouts: &[Layout],
+) -> Result<Plan, String> {
+    let np = matrix.ranks() as usize;
+    let machines = system.machines();
+    let slots = slots(machines, unit);
+    if np == 0 {
+        return Err("no rank to place".to_string());
+    }
+    if np > slots.len() {
+        return Err(format!(
+            "{np} ranks but only {} {} available on these nodes: ask for fewer ranks, more \
+             nodes{}",
+            slots.len(),
+            if unit == Unit::Core {
+                "cores"
+            } else {
+                "hardware threads"
+            },
+            if unit == Unit::Core {
+                ", or --bind hwthread"
+            } else {
+                ""
+            }
+        ));
+    }
+    let mut candidates = Vec::new();
+    let mut best: Option<(f64, String, Vec<RankPlace>)> = None;
+    let mut consider =
+        |name: String, result: Result<Vec<RankPlace>, String>, candidates: &mut Vec<Candidate>| {
+            let cost = match result {
+                Ok(ranks) => {
+                    let spots: Vec<Spot> = ranks.iter().map(|r| (r.node, r.pu)).collect();
+                    let c = system.cost(matrix, &spots);
+                    if best.as_ref().is_none_or(|(b, _, _)| c < *b) {
+                        best = Some((c, name.clone(), ranks));
+                    }
+                    Ok(c)
+                }
+                Err(e) => Err(e),
+            };
+            candidates.push(Candidate { name, cost });
+        };
+    // Scotch balances load over every leaf it is given: on all the slots it spreads a small
+    // job over every node. It also maps onto the first `np` slots (node by node, in logical
+    // order: as compact as the allocation allows); the cheaper of the two is Scotch's answer.
+    let as_places = |chosen: Vec<usize>, slots: &[Slot]| -> Vec<RankPlace> {
+        chosen
+            .iter()
+            .map(|&s| RankPlace {
+                node: slots[s].node,
+                pu: slots[s].pu,
+                bound: slots[s].bound.clone(),
+            })
+            .collect()
+    };
+    let spread = scotch_mapping(matrix, system, paths, &slots, unit).map(|c| as_places(c, &slots));
+    let mapped = if np < slots.len() {
+        let compact = &slots[..np];
+        let packed =
+            scotch_mapping(matrix, system, paths, compact, unit).map(|c| as_places(c, compact));
+        let cost = |r: &Result<Vec<RankPlace>, String>| {
+            r.as_ref().map_or(f64::INFINITY, |ranks| {
+                let spots: Vec<Spot> = ranks.iter().map(|r| (r.node, r.pu)).collect();
+                system.cost(matrix, &spots)
+            })
+        };
+        if cost(&packed) < cost(&spread) {
+            packed
+        } else {
+            spread
+        }
+    } else {
+        spread
+    };
+    consider("scotch".to_string(), mapped, &mut candidates);
+    for layout in layouts {
+        let req = Request {
+            layout: layout.clone(),
+            bind: unit.bind(),
+            mppr: Mppr::none(),
+            order: Order::Natural,
+            oversubscribe: false,
+            np: np as u32,
+            bind_within: false,
+        };
+        let result = place(machines, &req).map_err(|e| e.to_string()).map(|p| {
+            (0..p.len())
+                .map(|r| {
+                    let info = p.info(r);
+                    RankPlace {
+                        node: info.node,
+                        pu: info.pu_logical,
+                        bound: info.bound_logical,
+                    }
+                })
+                .collect()
+        });
+        consider(layout.to_string(), result, &mut candidates);
+    }
+    let (cost, winner, ranks) = best.ok_or_else(|| {
+        let why: Vec<String> = candidates
+            .iter()
+            .filter_map(|c| c.cost.as_ref().err().map(|e| format!("{}: {e}", c.name)))
+            .collect();
+        format!("no candidate could place the ranks ({})", why.join("; "))
+    })?;
+    Ok(Plan {
+        ranks,
+        winner,
+        cost,
+        candidates,
+    })
+}
+
+/// The guard layouts, parsed.
+pub fn guard_layouts() -> Vec<Layout> {
+    GUARD_LAYOUTS
+        .iter()
+        .filter_map(|l| Layout::parse(l).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

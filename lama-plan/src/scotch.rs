@@ -1,0 +1,159 @@
+//! The one place that calls Scotch (through `scotch-sys`): a communication graph mapped onto a
+//! tree-leaf target architecture restricted to the leaves that exist (a sub-architecture).
+
+use scotch_sys as s;
+use std::mem::MaybeUninit;
+
+/// Scotch's integer.
+type Num = s::SCOTCH_Num;
+
+/// A tree-leaf target: `sizes[k]` children per node at depth `k` (root first), `links[k]` the
+/// cost of a link between children at that depth; `leaves` the leaf numbers (mixed-radix over
+/// `sizes`) that exist, sorted.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Arity per level.
+    pub sizes: Vec<u32>,
+    /// Link cost per level.
+    pub links: Vec<u32>,
+    /// The leaves that exist.
+    pub leaves: Vec<u32>,
+}
+
+/// A graph in compressed adjacency form: `xadj[v]..xadj[v+1]` index `adj` and `weights`.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    /// Offsets, one more than there are vertices.
+    pub xadj: Vec<u32>,
+    /// Neighbours.
+    pub adj: Vec<u32>,
+    /// Edge weights (at least 1).
+    pub weights: Vec<u32>,
+}
+
+fn num(v: u32, what: &str) -> Result<Num, String> {
+    Num::try_from(v).map_err(|_| format!("{what} {v} is too large for Scotch"))
+}
+
+fn nums(v: &[u32], what: &str) -> Result<Vec<Num>, String> {
+    v.iter().map(|&x| num(x, what)).collect()
+}
+
+/// Owns one initialised Scotch object and frees it when dropped.
+struct Owned<T> {
+    value: Box<MaybeUninit<T>>,
+    exit: unsafe extern "C" fn(*mut T),
+}
+
+impl<T> Owned<T> {
+    fn new(
+        init: unsafe extern "C" fn(*mut T) -> i32,
+        exit: unsafe extern "C" fn(*mut T),
+        what: &str,
+    ) -> Result<Self, String> {
+        let mut value = Box::new(MaybeUninit::<T>::uninit());
+        // SAFETY: `init` is one of Scotch's `*Init` functions, which initialise the opaque
+        // structure behind the pointer; the box keeps it at one address until `exit`.
+        if unsafe { init(value.as_mut_ptr()) } != 0 {
+            return Err(format!("Scotch could not initialise its {what}"));
+        }
+        Ok(Owned { value, exit })
+    }
+
+    fn ptr(&mut self) -> *mut T {
+        self.value.as_mut_ptr()
+    }
+}
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        // SAFETY: the value was initialised by the matching `*Init` in `new`.
+        unsafe { (self.exit)(self.value.as_mut_ptr()) }
+    }
+}
+
+/// Maps the graph's vertices onto the target's existing leaves; returns, per vertex, the index
+/// into `target.leaves` Scotch chose. Several vertices may share a leaf (Scotch balances load
+/// within a tolerance); the caller resolves that.
+pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
+    let nvert = graph.xadj.len().saturating_sub(1);
+    if nvert == 0 || target.leaves.is_empty() {
+        return Err("nothing to map".to_string());
+    }
+    let sizes = nums(&target.sizes, "a tree arity")?;
+    let links = nums(&target.links, "a link cost")?;
+    let leaves = nums(&target.leaves, "a leaf number")?;
+    let xadj = nums(&graph.xadj, "an edge offset")?;
+    let adj = nums(&graph.adj, "a vertex number")?;
+    let weights = nums(&graph.weights, "an edge weight")?;
+    let nvert_num = num(nvert as u32, "the vertex count")?;
+    let nedge = num(graph.adj.len() as u32, "the edge count")?;
+    let nleaves = num(target.leaves.len() as u32, "the leaf count")?;
+    if sizes.len() != links.len() || sizes.is_empty() {
+        return Err("the tree needs one link cost per level".to_string());
+    }
+
+    let mut arch = Owned::new(s::SCOTCH_archInit, s::SCOTCH_archExit, "architecture")?;
+    let mut sub = Owned::new(s::SCOTCH_archInit, s::SCOTCH_archExit, "sub-architecture")?;
+    let mut g = Owned::new(s::SCOTCH_graphInit, s::SCOTCH_graphExit, "graph")?;
+    let mut strat = Owned::new(s::SCOTCH_stratInit, s::SCOTCH_stratExit, "strategy")?;
+    let mut parts: Vec<Num> = vec![0; nvert];
+    // SAFETY: every pointer is to a live, initialised Scotch object or to a vector that
+    // outlives the calls; lengths are passed with each array and match it (`sizes`/`links`
+    // have one entry per level, `leaves` `nleaves`, the graph arrays are a valid compressed
+    // adjacency of `nvert` vertices and `nedge` arcs, `parts` has one entry per vertex).
+    unsafe {
+        if s::SCOTCH_archTleaf(
+            arch.ptr(),
+            sizes.len() as Num,
+            sizes.as_ptr(),
+            links.as_ptr(),
+        ) != 0
+        {
+            return Err("Scotch refused the tree-leaf architecture".to_string());
+        }
+        if s::SCOTCH_archSub(sub.ptr(), arch.ptr(), nleaves, leaves.as_ptr()) != 0 {
+            return Err("Scotch refused the sub-architecture of the available leaves".to_string());
+        }
+        if s::SCOTCH_graphBuild(
+            g.ptr(),
+            0,
+            nvert_num,
+            xadj.as_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+            std::ptr::null(),
+            nedge,
+            adj.as_ptr(),
+            weights.as_ptr(),
+        ) != 0
+        {
+            return Err("Scotch refused the communication graph".to_string());
+        }
+        if s::SCOTCH_graphCheck(g.ptr()) != 0 {
+            return Err("Scotch found the communication graph inconsistent".to_string());
+        }
+        if s::SCOTCH_stratGraphMapBuild(strat.ptr(), s::SCOTCH_STRATQUALITY as Num, nleaves, 0.0)
+            != 0
+        {
+            return Err("Scotch could not build a mapping strategy".to_string());
+        }
+        if s::SCOTCH_graphMap(g.ptr(), sub.ptr(), strat.ptr(), parts.as_mut_ptr()) != 0 {
+            return Err("Scotch could not map the graph".to_string());
+        }
+    }
+    parts
+        .iter()
+        .map(|&p| {
+            usize::try_from(p)
+                .ok()
+                .filter(|&p| p < target.leaves.len())
+                .ok_or_else(|| {
+                    format!(
+                        "Scotch returned terminal {p}, outside the {} leaves",
+                        target.leaves.len()
+                    )
+                })
+        })
+        .collect()
+}

@@ -1,0 +1,127 @@
+//! Plans: every rank placed once on an available slot, never costlier than the best layout.
+
+use super::*;
+use crate::cost::Distances;
+use crate::matrix::patterns;
+use crate::network::Network;
+use lama_engine::CpuList;
+use proptest::prelude::*;
+
+fn names(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("node{i}")).collect()
+}
+
+fn check(plan: &Plan, machines: &[&Machine], np: usize, unit: Unit) {
+    assert_eq!(plan.ranks.len(), np);
+    let mut seen = std::collections::HashSet::new();
+    for r in &plan.ranks {
+        let m = machines[r.node as usize];
+        assert!(
+            m.pus()[r.pu as usize].available,
+            "rank on an unavailable PU"
+        );
+        assert!(r.bound.contains(&r.pu));
+        assert!(r.bound.iter().all(|&p| m.pus()[p as usize].available));
+        if unit == Unit::Hwthread {
+            assert_eq!(r.bound.len(), 1);
+        }
+        assert!(seen.insert((r.node, r.pu)), "two ranks on one slot");
+    }
+    if let Some((_, best)) = plan.best_layout() {
+        assert!(
+            plan.cost <= best + 1e-9,
+            "plan {} above layout {best}",
+            plan.cost
+        );
+    }
+}
+
+#[test]
+fn scotch_maps_onto_the_available_leaves() {
+    // A sub-architecture of three leaves out of eight: the answers are indices into it.
+    let target = scotch::Target {
+        sizes: vec![2, 4],
+        links: vec![10, 1],
+        leaves: vec![5, 6, 7],
+    };
+    let g = graph(&patterns::ring(3));
+    let chosen = scotch::map(&g, &target).unwrap();
+    assert_eq!(chosen.len(), 3);
+    assert!(chosen.iter().all(|&c| c < 3));
+}
+
+#[test]
+fn a_stencil_beats_block_and_never_loses_to_a_layout() {
+    // 4 nodes of 2 packages x 4 cores on two leaf switches; an 8 x 4 stencil of 32 ranks.
+    let m = Machine::synthetic("pack:2 core:4 pu:1").unwrap();
+    let machines = vec![&m; 4];
+    let n = names(4);
+    let net = Network::parse(
+        "SwitchName=a Nodes=node[1-2]\nSwitchName=b Nodes=node[3-4]\nSwitchName=t Switches=a,b\n",
+    )
+    .unwrap();
+    let system = System::new(machines.clone(), &n, &net, Distances::default()).unwrap();
+    let paths: Vec<Vec<usize>> = n.iter().map(|x| net.path(x).unwrap()).collect();
+    let matrix = patterns::stencil_2d(8, 4);
+    let plan = plan(&matrix, &system, &paths, Unit::Core, &guard_layouts()).unwrap();
+    check(&plan, &machines, 32, Unit::Core);
+    assert_eq!(plan.candidates.len(), 1 + GUARD_LAYOUTS.len());
+    let block = plan.cost_of("csbnh").unwrap();
+    assert!(plan.cost <= block);
+}
+
+#[test]
+fn partial_allocations_and_heterogeneous_nodes() {
+    let a = Machine::synthetic("pack:2 numa:1 core:4 pu:2")
+        .unwrap()
+        .restrict(&CpuList::parse("0-5,8-9").unwrap());
+    let b = Machine::synthetic("pack:1 core:6 pu:1").unwrap();
+    let machines = vec![&a, &b];
+    let n = names(2);
+    let net = Network::single_switch(&n);
+    let system = System::new(machines.clone(), &n, &net, Distances::default()).unwrap();
+    let paths: Vec<Vec<usize>> = n.iter().map(|x| net.path(x).unwrap()).collect();
+    for unit in [Unit::Core, Unit::Hwthread] {
+        let matrix = patterns::ring(8);
+        let plan = plan(&matrix, &system, &paths, unit, &guard_layouts()).unwrap();
+        check(&plan, &machines, 8, unit);
+    }
+    // Too many ranks for the cores: said plainly.
+    let e = super::plan(
+        &patterns::ring(12),
+        &system,
+        &paths,
+        Unit::Core,
+        &guard_layouts(),
+    )
+    .unwrap_err();
+    assert!(e.contains("12 ranks but only 10 cores"), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn plans_keep_their_invariants(
+        packs in 1u32..3, cores in 1u32..4, threads in 1u32..3, nodes in 1usize..4,
+        mask in any::<u64>(), seed in any::<u64>(), hw in any::<bool>(), frac in 1u32..4,
+    ) {
+        let desc = format!("pack:{packs} core:{cores} pu:{threads}");
+        let full = Machine::synthetic(&desc).unwrap();
+        let total = packs * cores * threads;
+        let mut keep: Vec<u32> = (0..total).filter(|i| mask >> (i % 64) & 1 == 1).collect();
+        if keep.is_empty() { keep.push(0); }
+        let m = full.restrict(&CpuList::from_cpus(keep));
+        let machines = vec![&m; nodes];
+        let n = names(nodes);
+        let net = Network::single_switch(&n);
+        let system = System::new(machines.clone(), &n, &net, Distances::default()).unwrap();
+        let paths: Vec<Vec<usize>> = n.iter().map(|x| net.path(x).unwrap()).collect();
+        let unit = if hw { Unit::Hwthread } else { Unit::Core };
+        let slots = slots(&machines, unit).len() as u32;
+        let np = (slots / frac).max(2).min(slots);
+        prop_assume!(np >= 2);
+        let matrix = patterns::clustered(np, 2, seed);
+        let plan = plan(&matrix, &system, &paths, unit, &guard_layouts()).unwrap();
+        check(&plan, &machines, np as usize, unit);
+    }
+}

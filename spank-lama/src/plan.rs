@@ -11,6 +11,10 @@ use lama_engine::{
 };
 use std::fmt;
 
+/// The environment variable that carries a plan's text from srun/sbatch/salloc (which read the
+/// file as the user) to the step's nodes; removed from every task's environment.
+pub const PLAN_VARIABLE: &str = "LAMA_PLAN_TEXT";
+
 /// The `--lama-*` option values a user gave, as strings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserOptions {
@@ -24,6 +28,8 @@ pub struct UserOptions {
     pub order: Option<String>,
     /// `--lama-membind`.
     pub membind: Option<String>,
+    /// `--lama-plan` (the file's path; its text travels in [`PLAN_VARIABLE`]).
+    pub plan: Option<String>,
     /// `--lama-verbose`.
     pub verbose: bool,
     /// `--lama-omp`.
@@ -162,12 +168,33 @@ fn syntax(option: &'static str) -> impl Fn(Diagnostic) -> PlanError {
 /// binding, no MPPR, natural order). Options other than `--lama-map` need a layout from the user
 /// or the site.
 pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<Plan>, PlanError> {
-    if user.any() && !site.user_options {
+    if (user.any() || user.plan.is_some()) && !site.user_options {
         return Err(PlanError::Usage(
             "this cluster does not allow --lama-* options (site setting user_options=no); \
              remove them to use the site's placement"
                 .to_string(),
         ));
+    }
+    if user.plan.is_some() {
+        let with: Vec<&str> = [
+            (user.map.is_some(), "--lama-map"),
+            (user.bind.is_some(), "--lama-bind"),
+            (user.mppr.is_some(), "--lama-mppr"),
+            (user.order.is_some(), "--lama-order"),
+        ]
+        .iter()
+        .filter(|(given, _)| *given)
+        .map(|&(_, name)| name)
+        .collect();
+        if !with.is_empty() {
+            return Err(PlanError::Usage(format!(
+                "--lama-plan cannot be combined with {}: the plan already says where each rank \
+                 runs and what it is bound to; give one or the other",
+                with.join(", ")
+            )));
+        }
+        // The plan is applied on its own (see `planned_tasks`).
+        return Ok(None);
     }
     let bind = match &user.bind {
         Some(b) => Some(Bind::parse(b).map_err(syntax("--lama-bind"))?),
@@ -322,6 +349,87 @@ pub fn place_local(
         tasks: out.into_iter().flatten().collect(),
         narrower,
     })
+}
+
+/// This node's tasks from a plan file: `globals[i]` is the global rank of local task `i`,
+/// `total` the step's task count, `step_cpus` the CPUs the step has here. Every mismatch is
+/// an error that says what does not fit, found before any task is bound.
+pub fn planned_tasks(
+    machine: &Machine,
+    file: &lama_engine::PlanFile,
+    node: &str,
+    globals: &[u32],
+    total: u32,
+    step_cpus: &CpuList,
+    verbose: bool,
+) -> Result<Vec<TaskPlacement>, String> {
+    if file.ranks.len() != total as usize {
+        return Err(format!(
+            "the plan is for {} ranks but the step has {total} tasks: launch with -n{}",
+            file.ranks.len(),
+            file.ranks.len()
+        ));
+    }
+    let here = file.ranks.iter().filter(|r| r.node == node).count();
+    let mut tasks = Vec::with_capacity(globals.len());
+    for &g in globals {
+        let r = file
+            .ranks
+            .get(g as usize)
+            .ok_or_else(|| format!("rank {g} is not in the plan"))?;
+        if r.node != node {
+            return Err(format!(
+                "rank {g} is planned on {} but Slurm started it on {node}: launch with \
+                 SLURM_HOSTFILE set to the plan's .hosts file and -m arbitrary",
+                r.node
+            ));
+        }
+        let outside = CpuList::from_cpus(
+            r.cpus
+                .cpus()
+                .iter()
+                .copied()
+                .filter(|&c| !step_cpus.contains(c)),
+        );
+        if !outside.is_empty() {
+            return Err(format!(
+                "rank {g} is planned on CPUs {} but this step has only {step_cpus} on {node} \
+                 (CPUs {outside} are outside it): plan with --restrict {node}={step_cpus}",
+                r.cpus
+            ));
+        }
+        let pu_logical = machine
+            .logical_of(r.pu)
+            .ok_or_else(|| format!("rank {g}: PU {} is not in {node}'s topology", r.pu))?;
+        let bound: Vec<u32> = r
+            .cpus
+            .cpus()
+            .iter()
+            .filter_map(|&c| machine.logical_of(c))
+            .collect();
+        tasks.push(TaskPlacement {
+            global: g,
+            pu_os: r.pu,
+            pu_logical,
+            cpus: r.cpus.clone(),
+            picture: if verbose {
+                render::picture(machine, &bound)
+            } else {
+                String::new()
+            },
+            omp_places: String::new(),
+            omp_place_count: 0,
+            mems: numa_nodes(machine, &bound),
+        });
+    }
+    if here != globals.len() {
+        return Err(format!(
+            "the plan puts {here} rank(s) on {node} but Slurm started {} here: launch with \
+             SLURM_HOSTFILE set to the plan's .hosts file and -m arbitrary",
+            globals.len()
+        ));
+    }
+    Ok(tasks)
 }
 
 /// The bound PUs (logical indexes) as OpenMP places in logical order: one per core (its bound
@@ -485,6 +593,25 @@ pub fn task_environment(plan: &Plan, task: &TaskPlacement) -> Vec<(&'static str,
     if plan.omp && bind != Bind::None {
         env.push(("OMP_PLACES", task.omp_places.clone()));
         env.push(("OMP_PROC_BIND", "close".to_string()));
+    }
+    env
+}
+
+/// The variables of a task placed by a plan: `LAMA_PLAN=1`, `LAMA_CPUS`, `LAMA_PU`,
+/// `LAMA_PU_LOGICAL`, and `LAMA_MEMS`/`LAMA_MEMBIND` when memory is bound.
+pub fn planned_environment(
+    task: &TaskPlacement,
+    mems: Option<(Membind, &CpuList)>,
+) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("LAMA_PLAN", "1".to_string()),
+        ("LAMA_CPUS", task.cpus.to_string()),
+        ("LAMA_PU", task.pu_os.to_string()),
+        ("LAMA_PU_LOGICAL", task.pu_logical.to_string()),
+    ];
+    if let Some((policy, m)) = mems {
+        env.push(("LAMA_MEMS", m.to_string()));
+        env.push(("LAMA_MEMBIND", policy.to_string()));
     }
     env
 }
@@ -821,6 +948,92 @@ mod tests {
         assert!(e
             .to_string()
             .starts_with("lama: --lama-membind: invalid memory binding 'strict'"));
+    }
+
+    #[test]
+    fn plans_apply_only_where_they_fit() {
+        let m = Machine::synthetic("pack:2 core:2 pu:1").unwrap();
+        let file = lama_engine::PlanFile::parse(
+            "lama-plan 1\nranks 3\nrank 0 n1 pu 2 cpus 2\nrank 1 n2 pu 0 cpus 0\nrank 2 n1 pu 1 cpus 0-1\n",
+        )
+        .unwrap();
+        let all = CpuList::parse("0-3").unwrap();
+        let tasks = planned_tasks(&m, &file, "n1", &[0, 2], 3, &all, true).unwrap();
+        assert_eq!(tasks[0].cpus.to_string(), "2");
+        assert_eq!(tasks[1].cpus.to_string(), "0-1");
+        assert_eq!(tasks[1].picture, "[B/B][./.]");
+        for (node, globals, total, cpus, why) in [
+            (
+                "n1",
+                vec![0, 2],
+                4,
+                "0-3",
+                "the plan is for 3 ranks but the step has 4 tasks",
+            ),
+            (
+                "n1",
+                vec![0, 1],
+                3,
+                "0-3",
+                "rank 1 is planned on n2 but Slurm started it on n1",
+            ),
+            (
+                "n1",
+                vec![0],
+                3,
+                "0-3",
+                "the plan puts 2 rank(s) on n1 but Slurm started 1 here",
+            ),
+            (
+                "n1",
+                vec![0, 2],
+                3,
+                "1-3",
+                "rank 2 is planned on CPUs 0-1 but this step has only 1-3",
+            ),
+        ] {
+            let e = planned_tasks(
+                &m,
+                &file,
+                node,
+                &globals,
+                total,
+                &CpuList::parse(cpus).unwrap(),
+                false,
+            )
+            .unwrap_err();
+            assert!(e.starts_with(why), "{e}");
+        }
+        let far =
+            lama_engine::PlanFile::parse("lama-plan 1\nranks 1\nrank 0 n1 pu 9 cpus 9\n").unwrap();
+        let e = planned_tasks(
+            &m,
+            &far,
+            "n1",
+            &[0],
+            1,
+            &CpuList::parse("0-9").unwrap(),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.contains("PU 9 is not in n1's topology"), "{e}");
+    }
+
+    #[test]
+    fn a_plan_stands_alone() {
+        let mut u = user(Some("scbnh"), None);
+        u.plan = Some("plan.lama".into());
+        let e = resolve(&u, &SiteConfig::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--lama-plan cannot be combined with --lama-map"),
+            "{e}"
+        );
+        let alone = UserOptions {
+            plan: Some("plan.lama".into()),
+            ..UserOptions::default()
+        };
+        assert_eq!(resolve(&alone, &SiteConfig::default()), Ok(None));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::bind;
 use crate::config::{OnFailure, SiteConfig};
 use crate::plan::{self, Origin, Plan, StepCpus, TaskPlacement, UserOptions};
 use crate::{cgroup, topo_source};
+use lama_engine::PlanFile;
 use slurm_spank::{spank_log_user, Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error;
 
@@ -29,9 +30,10 @@ const OPT_ORDER: &str = "lama-order";
 const OPT_VERBOSE: &str = "lama-verbose";
 const OPT_OMP: &str = "lama-omp";
 const OPT_MEMBIND: &str = "lama-membind";
+const OPT_PLAN: &str = "lama-plan";
 
 /// The options and their usage text (shown by `srun --help`).
-const OPTIONS: [(&str, Option<&str>, &str); 7] = [
+const OPTIONS: [(&str, Option<&str>, &str); 8] = [
     (
         OPT_MAP,
         Some("layout"),
@@ -52,6 +54,12 @@ const OPTIONS: [(&str, Option<&str>, &str); 7] = [
         OPT_ORDER,
         Some("n|s"),
         "LAMA rank order on a node: n natural, s sequential (follow the hardware) [default n]",
+    ),
+    (
+        OPT_PLAN,
+        Some("file"),
+        "apply a plan written by `lama plan` (read by srun/sbatch/salloc as you); launch with \
+         SLURM_HOSTFILE=<plan>.hosts and -m arbitrary; not with --lama-map",
     ),
     (
         OPT_MEMBIND,
@@ -79,6 +87,8 @@ pub struct Lama {
     site: SiteConfig,
     plan: Option<Plan>,
     tasks: Vec<TaskPlacement>,
+    /// Set when this step applies a plan file: the memory binding and verbosity it runs with.
+    planned: Option<(lama_engine::Membind, bool)>,
     cpus: StepCpus,
     node: String,
     /// Set when a callback returns an error it has already shown (see [`Shown`]).
@@ -93,6 +103,7 @@ fn user_options(spank: &SpankHandle) -> UserOptions {
         mppr: value(OPT_MPPR),
         order: value(OPT_ORDER),
         membind: value(OPT_MEMBIND),
+        plan: value(OPT_PLAN),
         verbose: spank.is_option_set(OPT_VERBOSE),
         omp: spank.is_option_set(OPT_OMP),
     }
@@ -244,6 +255,78 @@ impl Lama {
     }
 }
 
+/// The plan's text, read as the user in srun/sbatch/salloc: the file, or (for an srun inside
+/// a batch script or allocation whose file is not readable here) the text that sbatch/salloc
+/// already put in the environment.
+fn read_plan_locally(path: &str) -> Result<(String, PlanFile), String> {
+    let from_file = std::fs::metadata(path)
+        .map_err(|e| e.to_string())
+        .and_then(|m| {
+            if m.len() > lama_engine::planfile::MAX_PLAN_BYTES as u64 {
+                Err(format!(
+                    "it is {} bytes; at most {} are accepted",
+                    m.len(),
+                    lama_engine::planfile::MAX_PLAN_BYTES
+                ))
+            } else {
+                std::fs::read_to_string(path).map_err(|e| e.to_string())
+            }
+        });
+    let text = match from_file {
+        Ok(t) => t,
+        Err(why) => match std::env::var(plan::PLAN_VARIABLE) {
+            Ok(t) => t,
+            Err(_) => return Err(format!("lama: --lama-plan: cannot read {path}: {why}")),
+        },
+    };
+    let file = PlanFile::parse(&text).map_err(|e| format!("lama: --lama-plan: {path}: {e}"))?;
+    Ok((text, file))
+}
+
+impl Lama {
+    /// This node's tasks from the plan that travelled with the step.
+    fn place_from_plan(&mut self, spank: &SpankHandle, user: &UserOptions) -> Result<(), String> {
+        let text = spank.getenv(plan::PLAN_VARIABLE).ok().flatten().ok_or(
+            "the plan did not reach this node: it travels in the job's environment \
+                    (srun --export=NONE drops it)",
+        )?;
+        let file = PlanFile::parse(&text).map_err(|e| format!("the plan is malformed: {e}"))?;
+        let membind = match &user.membind {
+            Some(m) => lama_engine::Membind::parse(m).map_err(|d| d.headline())?,
+            None => self.site.membind,
+        };
+        let online = lama_hwloc::online_cpus().map_err(|e| e.to_string())?;
+        let resolved = topo_source::node_topology_live(&self.site, &self.node, &online)
+            .map_err(|e| format!("cannot get this node's topology: {e}"))?;
+        let job = spank.job_id().map_err(|e| e.to_string())?;
+        let step = spank.job_stepid().map_err(|e| e.to_string())?;
+        let cpus = match cgroup::step_cpus(job, step) {
+            Ok(c) => c,
+            Err(_) => bind::get_affinity()?,
+        };
+        let ntasks = spank.job_local_task_count().map_err(|e| e.to_string())?;
+        let total = spank.job_total_task_count().map_err(|e| e.to_string())?;
+        let mut globals = Vec::with_capacity(ntasks as usize);
+        for local in 0..ntasks {
+            globals.push(spank.local_to_global_id(local).map_err(|e| e.to_string())?);
+        }
+        let verbose = user.verbose || self.site.verbose;
+        self.tasks = plan::planned_tasks(
+            &resolved.machine,
+            &file,
+            &self.node,
+            &globals,
+            total,
+            &cpus,
+            verbose,
+        )?;
+        self.planned = Some((membind, verbose));
+        tracing::info!(node = %self.node, job, step, source = %resolved.source, cpus = %cpus,
+            "lama: applied a plan to {} task(s)", ntasks);
+        Ok(())
+    }
+}
+
 // SAFETY (for `unsafe impl`): the plugin starts no thread, so the task callbacks that run in
 // children forked by slurmstepd cannot deadlock on state held by another thread.
 unsafe impl Plugin for Lama {
@@ -285,7 +368,43 @@ unsafe impl Plugin for Lama {
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         if matches!(spank.context()?, Context::Local | Context::Allocator) {
             // Check before anything is launched; the same diagnostic as `lama map`.
-            if let Err(e) = plan::resolve(&user_options(spank), &self.site) {
+            let user = user_options(spank);
+            if let Err(e) = plan::resolve(&user, &self.site) {
+                slurm_spank::spank_log_error!("{e}");
+                return Err(self.shown(e));
+            }
+            if let Some(path) = &user.plan {
+                // Read as the user, here; the text travels with the job's environment.
+                match read_plan_locally(path) {
+                    Ok((text, _)) => std::env::set_var(plan::PLAN_VARIABLE, text),
+                    Err(e) => {
+                        slurm_spank::spank_log_error!("{e}");
+                        return Err(self.shown(e));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn local_user_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
+        // srun, once the step's size is known and before it is launched: a plan for another
+        // number of ranks is refused here.
+        let user = user_options(spank);
+        let Some(path) = &user.plan else {
+            return Ok(());
+        };
+        let file = std::env::var(plan::PLAN_VARIABLE)
+            .ok()
+            .and_then(|t| PlanFile::parse(&t).ok());
+        if let (Some(file), Ok(total)) = (file, spank.job_total_task_count()) {
+            if file.ranks.len() != total as usize {
+                let e = format!(
+                    "lama: --lama-plan: {path} is for {} ranks but this step has {total} tasks; \
+                     launch with -n{}",
+                    file.ranks.len(),
+                    file.ranks.len()
+                );
                 slurm_spank::spank_log_error!("{e}");
                 return Err(self.shown(e));
             }
@@ -301,7 +420,16 @@ unsafe impl Plugin for Lama {
             return Ok(());
         }
         self.node = short_host_name();
-        let plan = match plan::resolve(&user_options(spank), &self.site) {
+        let user = user_options(spank);
+        if user.plan.is_some() {
+            return self.place_from_plan(spank, &user).map_err(|why| {
+                self.tasks.clear();
+                let msg = format!("lama: {}: --lama-plan: {why}", self.node);
+                spank_log_user!("{msg}");
+                self.shown(msg)
+            });
+        }
+        let plan = match plan::resolve(&user, &self.site) {
             Ok(Some(plan)) => plan,
             Ok(None) => return Ok(()),
             Err(e) => {
@@ -335,6 +463,13 @@ unsafe impl Plugin for Lama {
     }
 
     fn task_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
+        // The plan's text is for the plugin, not the application.
+        if spank.getenv(plan::PLAN_VARIABLE)?.is_some() {
+            spank.unsetenv(plan::PLAN_VARIABLE)?;
+        }
+        if let Some((membind, verbose)) = self.planned {
+            return self.task_init_planned(spank, membind, verbose);
+        }
         let Some(plan) = &self.plan else {
             return Ok(());
         };
@@ -371,6 +506,52 @@ unsafe impl Plugin for Lama {
             spank_log_user!(
                 "{}",
                 plan::verbose_line(plan, &self.node, local as u32, std::process::id(), task)
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Lama {
+    /// `task_init` for a step that applies a plan file.
+    fn task_init_planned(
+        &self,
+        spank: &mut SpankHandle,
+        membind: lama_engine::Membind,
+        verbose: bool,
+    ) -> Result<(), Box<dyn Error>> {
+        let local = spank.task_id()?;
+        let task = usize::try_from(local)
+            .ok()
+            .and_then(|l| self.tasks.get(l))
+            .ok_or_else(|| format!("lama: no planned placement for local task {local}"))?;
+        let fail = |e: String| {
+            let msg = format!("lama: {}: task {}: {e}", self.node, task.global);
+            spank_log_user!("{msg}");
+            self.shown(msg)
+        };
+        bind::set_affinity(&task.cpus).map_err(fail)?;
+        let mems = (membind != lama_engine::Membind::None && !task.mems.is_empty())
+            .then(|| task.mems.clone());
+        if let Some(mems) = &mems {
+            bind::set_membind(membind, mems).map_err(fail)?;
+        }
+        for (name, value) in plan::planned_environment(task, mems.as_ref().map(|m| (membind, m))) {
+            spank.setenv(name, value, true)?;
+        }
+        if verbose {
+            spank_log_user!(
+                "lama-plan - {}, task {:>2} {:>2} [{}]: mask {} set (cpus {}){}, mapped PU L#{} P#{} {}",
+                self.node,
+                task.global,
+                local,
+                std::process::id(),
+                plan::hex_mask(&task.cpus),
+                task.cpus,
+                mems.map(|m| format!(", mems {m} {membind}")).unwrap_or_default(),
+                task.pu_logical,
+                task.pu_os,
+                task.picture
             );
         }
         Ok(())

@@ -474,6 +474,71 @@ t_one_distribution_hint() {
     assert_eq "bindings" "$(predict --map nscbh)" "$(actual_cpus)"
 }
 
+# --- communication-aware plans -----------------------------------------------------------------
+
+# plan_for NAME MATRIX-TEXT: `lama plan` for -N3 -n6 over the three nodes' topologies, written
+# to $work/NAME.{lama,hosts} and copied to the submit host as /tmp/NAME.{lama,hosts}.
+plan_for() {
+    printf '%s\n' "$2" > "$work/$1.mat"
+    "$lama" plan --matrix "$work/$1.mat" --np 6 --topology "$work/%n.xml" --nodes 'node[1-3]' \
+        --bind hwthread --out "$work/$1" > "$work/$1.txt" 2>&1 || { fail "lama plan $1: $(cat "$work/$1.txt")"; return 1; }
+    as_user sh -c "cat > /tmp/$1.lama" < "$work/$1.lama" && as_user sh -c "cat > /tmp/$1.hosts" < "$work/$1.hosts"
+}
+
+# What a plan says, as "host:cpus" per rank.
+planned_cpus() { awk '$1 == "rank" { printf "%s%s:%s", (n++ ? " " : ""), $3, $7 }' "$work/$1.lama"; }
+
+t_plan_ring_and_stencil() {
+    local ring stencil name
+    # A ring of 6 and a 3 x 2 stencil, dense and sparse.
+    ring=$(for i in 0 1 2 3 4 5; do for j in 0 1 2 3 4 5; do
+        if [ $(( (i + 1) % 6 )) -eq $j ] || [ $(( (j + 1) % 6 )) -eq $i ]; then printf '10 '; else printf '0 '; fi
+    done; echo; done)
+    stencil=$(printf '# i j volume\n0 1 5\n1 2 5\n3 4 5\n4 5 5\n0 3 5\n1 4 5\n2 5 5\n')
+    plan_for ring "$ring" || return 1
+    plan_for stencil "$stencil" || return 1
+    for name in ring stencil; do
+        grep -q "wins with cost" "$work/$name.txt" || fail "$name: $(cat "$work/$name.txt")" || return 1
+        as_user env SLURM_HOSTFILE=/tmp/$name.hosts srun -m arbitrary -n6 --lama-plan=/tmp/$name.lama \
+            bash -c "$task_report; env | grep -c LAMA_PLAN_TEXT >&2; true" > "$work/out" 2> "$work/err" \
+            || fail "$name: srun failed: $(cat "$work/err")" || return 1
+        sort -n -o "$work/out" "$work/out"
+        assert_eq "$name: each task as planned" "$(planned_cpus "$name")" "$(actual_cpus)" || return 1
+        # The plan's text reached the plugin, not the application.
+        assert_eq "$name: LAMA_PLAN_TEXT in the tasks" "0 0 0 0 0 0" "$(tr '\n' ' ' < "$work/err" | sed 's/ $//')" || return 1
+    done
+}
+
+t_bad_plan_refused() {
+    plan_for ring6 "$(printf '0 1 1\n1 2 1\n2 3 1\n3 4 1\n4 5 1\n5 0 1\n')" || return 1
+    # A plan edited by hand into nonsense: refused before launch, with its line.
+    sed 's/^rank 3 \([a-z0-9]*\) pu \([0-9]*\) cpus .*/rank 3 \1 pu \2 cpus 0-x/' "$work/ring6.lama" | as_user sh -c 'cat > /tmp/bad.lama'
+    as_user env SLURM_HOSTFILE=/tmp/ring6.hosts srun -m arbitrary -n6 --lama-plan=/tmp/bad.lama true > /dev/null 2> "$work/err" \
+        && { fail "srun ran a malformed plan"; return 1; }
+    grep -qF "lama: --lama-plan: /tmp/bad.lama: line 7: invalid CPU list" "$work/err" || fail "malformed: $(cat "$work/err")" || return 1
+    # Another number of ranks: refused before launch.
+    as_user srun -N2 -n4 --lama-plan=/tmp/ring6.lama true > /dev/null 2> "$work/err" \
+        && { fail "srun ran a plan for 6 ranks with 4"; return 1; }
+    grep -qF "is for 6 ranks but this step has 4 tasks" "$work/err" || fail "rank count: $(cat "$work/err")" || return 1
+    # Slurm's own distribution instead of the plan's hosts: the step stops, no task runs.
+    run_srun -N3 -n6 --lama-plan=/tmp/ring6.lama && { fail "srun ran ranks on nodes the plan did not name"; return 1; }
+    grep -qE "rank [0-9]+ is planned on node[0-9] but Slurm started it on node[0-9]|the plan puts" "$work/err" \
+        || fail "nodes: $(cat "$work/err")" || return 1
+    assert_eq "tasks that ran" "" "$(cat "$work/out")" || return 1
+    # A CPU outside the step's cpuset (another job holds CPU 0 of node3).
+    printf 'lama-plan 1\nranks 1\nrank 0 node3 pu 0 cpus 0\n' | as_user sh -c 'cat > /tmp/cpu0.lama'
+    local holder; holder=$(hold_cpus node3 1) || return 1
+    run_srun -w node3 -n1 --lama-plan=/tmp/cpu0.lama
+    local rc=$?
+    release "$holder" || return 1
+    [ $rc -ne 0 ] || fail "srun ran a plan outside its cpuset" || return 1
+    grep -qF "rank 0 is planned on CPUs 0 but this step has only 1 on node3" "$work/err" || fail "cpuset: $(cat "$work/err")" || return 1
+    # --lama-plan with --lama-map.
+    as_user srun -n1 --lama-plan=/tmp/ring6.lama --lama-map=scbnh true > /dev/null 2> "$work/err" \
+        && { fail "srun ran --lama-plan with --lama-map"; return 1; }
+    grep -qF "cannot be combined with --lama-map" "$work/err" || fail "combined: $(cat "$work/err")"
+}
+
 t_daemons_still_up() {
     local state
     wait_for 60 nodes_idle
@@ -492,7 +557,8 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_salloc_options t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
     t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
     t_bad_site_configuration t_topology_sources t_cpus_per_task_widen_the_binding
-    t_narrower_bind_warns_once t_membind t_one_distribution_hint t_daemons_still_up)
+    t_narrower_bind_warns_once t_membind t_one_distribution_hint t_plan_ring_and_stencil
+    t_bad_plan_refused t_daemons_still_up)
 
 # The tests that need no plugin (the brief's (a), (b), (c)).
 base_tests=(t_setup t_confinement t_no_options_leaves_slurm_alone t_daemons_still_up)

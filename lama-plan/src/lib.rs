@@ -24,6 +24,9 @@ use lama_engine::{place, Bind, Layout, Level, Machine, Mppr, Order, Request};
 use matrix::CommMatrix;
 use std::collections::HashMap;
 
+/// Most communicating pairs handed to Scotch (about 1 M arcs).
+pub const MAX_SCOTCH_PAIRS: usize = 1 << 19;
+
 /// The layouts every plan is compared with: Slurm's block default (`csbnh`) first.
 pub const GUARD_LAYOUTS: [&str; 5] = ["csbnh", "scbnh", "nscbh", "Nscbnh", "L3csbnh"];
 
@@ -295,13 +298,16 @@ fn target(
     }
 }
 
-/// The communication graph with integer weights (the largest volume becomes 1000).
+/// The communication graph with integer weights: the largest volume becomes 1000, or less
+/// when the sum of all arc weights would not fit Scotch's 32-bit integers.
 fn graph(matrix: &CommMatrix) -> scotch::Graph {
     let n = matrix.ranks() as usize;
     let max = matrix.pairs().iter().map(|p| p.2).fold(0.0f64, f64::max);
+    let arcs = 2 * matrix.pairs().len().max(1) as u64;
+    let top = (1000u64).min((i32::MAX as u64 / 4) / arcs).max(1) as f64;
     let mut lists: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
     for &(i, j, v) in matrix.pairs() {
-        let w = ((v / max * 1000.0).round() as u32).max(1);
+        let w = ((v / max * top).round() as u32).max(1);
         lists[i as usize].push((j, w));
         lists[j as usize].push((i, w));
     }
@@ -341,6 +347,13 @@ fn scotch_mapping(
     let np = matrix.ranks() as usize;
     if matrix.pairs().is_empty() {
         return Err("the matrix has no communication to map".to_string());
+    }
+    if matrix.pairs().len() > MAX_SCOTCH_PAIRS {
+        return Err(format!(
+            "not run: {} communicating pairs, more than {MAX_SCOTCH_PAIRS} (on so dense a \
+             matrix every mapping costs about the same and Scotch takes seconds)",
+            matrix.pairs().len()
+        ));
     }
     let target = target(system, paths, slots, unit);
     if target.sizes.iter().map(|&s| u64::from(s)).product::<u64>() >= i32::MAX as u64 {

@@ -97,6 +97,11 @@ pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
     let mut sub = Owned::new(s::SCOTCH_archInit, s::SCOTCH_archExit, "sub-architecture")?;
     let mut g = Owned::new(s::SCOTCH_graphInit, s::SCOTCH_graphExit, "graph")?;
     let mut strat = Owned::new(s::SCOTCH_stratInit, s::SCOTCH_stratExit, "strategy")?;
+    // A context of its own, deterministic and with a fixed seed, in which the graph is mapped:
+    // the same input gives the same plan (Scotch's threads would not).
+    let mut context = Owned::new(s::SCOTCH_contextInit, s::SCOTCH_contextExit, "context")?;
+    // Declared after `context`, so it is freed first.
+    let mut bound = Owned::new(s::SCOTCH_graphInit, s::SCOTCH_graphExit, "context graph")?;
     let mut parts: Vec<Num> = vec![0; nvert];
     // SAFETY: every pointer is to a live, initialised Scotch object or to a vector that
     // outlives the calls; lengths are passed with each array and match it (`sizes`/`links`
@@ -138,7 +143,21 @@ pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
         {
             return Err("Scotch could not build a mapping strategy".to_string());
         }
-        if s::SCOTCH_graphMap(g.ptr(), sub.ptr(), strat.ptr(), parts.as_mut_ptr()) != 0 {
+        if s::SCOTCH_contextOptionSetNum(context.ptr(), s::SCOTCH_OPTIONNUMDETERMINISTIC as i32, 1)
+            != 0
+            || s::SCOTCH_contextOptionSetNum(
+                context.ptr(),
+                s::SCOTCH_OPTIONNUMRANDOMFIXEDSEED as i32,
+                1,
+            ) != 0
+            || s::SCOTCH_contextRandomClone(context.ptr()) != 0
+            || s::SCOTCH_contextBindGraph(context.ptr(), g.ptr(), bound.ptr()) != 0
+        {
+            return Err("Scotch could not set up a deterministic context".to_string());
+        }
+        // A private random generator with the same seed for every plan.
+        s::SCOTCH_contextRandomSeed(context.ptr(), 1);
+        if s::SCOTCH_graphMap(bound.ptr(), sub.ptr(), strat.ptr(), parts.as_mut_ptr()) != 0 {
             return Err("Scotch could not map the graph".to_string());
         }
     }

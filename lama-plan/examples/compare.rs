@@ -12,9 +12,12 @@ use lama_plan::network::Network;
 use lama_plan::{guard_layouts, plan, Unit};
 use std::time::Instant;
 
+/// A machine: its label, leaf switches, nodes per switch, and the matrices tried on it.
+type Shape = (&'static str, usize, usize, [(&'static str, CommMatrix); 5]);
+
 fn main() {
     let node = Machine::synthetic("pack:2 numa:2 core:6 pu:1").expect("a synthetic node");
-    let shapes: [(&str, usize, usize, [(&str, CommMatrix); 5]); 2] = [
+    let shapes: [Shape; 2] = [
         (
             "4 nodes, 96 cores",
             1,

@@ -91,11 +91,17 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
         _ => Format::Auto,
     };
     let text = read(&args.matrix, "matrix")?;
-    let matrix = CommMatrix::parse(&text, format, Some(args.np))
-        .map_err(|e| Failure::Usage(format!("{}:{e}", args.matrix.display())))?;
+    let matrix = CommMatrix::parse(&text, format, Some(args.np)).map_err(|e| {
+        Failure::Usage(format!(
+            "{}:{}: {}",
+            args.matrix.display(),
+            e.line,
+            e.message
+        ))
+    })?;
     let network = match &args.network {
         Some(p) => Network::parse(&read(p, "network")?)
-            .map_err(|e| Failure::Usage(format!("{}:{e}", p.display())))?,
+            .map_err(|e| Failure::Usage(format!("{}:{}: {}", p.display(), e.line, e.message)))?,
         None => Network::single_switch(&names),
     };
     let distances = match &args.distances {

@@ -1,5 +1,5 @@
 //! Golden files: each `golden/NAME.args` holds the arguments of one `lama` run (one per line;
-//! `$TOPO` stands for the shared topologies folder), and `golden/NAME.out` what it printed
+//! `$TOPO` stands for the shared topologies folder, `$GOLDEN` for this folder's input files), and `golden/NAME.out` what it printed
 //! and its exit status. `UPDATE_GOLDEN=1 cargo test -p lama-cli --test golden` rewrites the
 //! `.out` files; review the diff before committing.
 
@@ -20,7 +20,10 @@ fn run_case(args_file: &Path) -> Option<String> {
     let args: Vec<String> = text
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| l.replace("$TOPO", &topo.to_string_lossy()))
+        .map(|l| {
+            l.replace("$TOPO", &topo.to_string_lossy())
+                .replace("$GOLDEN", &golden_dir().to_string_lossy())
+        })
         .collect();
     if text.contains("$TOPO") && !topo.is_dir() {
         println!(
@@ -35,7 +38,11 @@ fn run_case(args_file: &Path) -> Option<String> {
         .args(&args)
         .output()
         .unwrap();
-    let clean = |b: &[u8]| String::from_utf8_lossy(b).replace(&*topo.to_string_lossy(), "$TOPO");
+    let clean = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .replace(&*topo.to_string_lossy(), "$TOPO")
+            .replace(&*golden_dir().to_string_lossy(), "$GOLDEN")
+    };
     Some(format!(
         "$ lama {}\nexit: {}\n--- stdout\n{}--- stderr\n{}",
         text.lines()

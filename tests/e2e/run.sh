@@ -509,6 +509,23 @@ t_plan_ring_and_stencil() {
     done
 }
 
+t_plan_in_batch() {
+    # sbatch checks the plan when the job is submitted; the script's srun (on node1) reads the
+    # same path again, as on a cluster whose file systems are shared (here: a copy on node1).
+    plan_for batchring "$(printf '0 1 1\n1 2 1\n2 3 1\n3 4 1\n4 5 1\n5 0 1\n')" || return 1
+    "$cluster" exec -u tester node1 sh -c 'cat > /tmp/batchring.lama' < "$work/batchring.lama" || return 1
+    run_batch node1 "#SBATCH -N3 -n6 --lama-plan=/tmp/batchring.lama
+printf '%s\n' $(tr '\n' ' ' < "$work/batchring.hosts") > /tmp/batchring.hosts
+SLURM_HOSTFILE=/tmp/batchring.hosts srun -m arbitrary -n6 bash -c '$task_report'" || fail "batch job failed" || return 1
+    assert_eq "sbatch --lama-plan" "$(planned_cpus batchring)" "$(actual_cpus)" || return 1
+    # A malformed plan is refused by sbatch itself: nothing is submitted.
+    printf 'lama-plan 1\nranks 2\nrank 0 node1 pu 0 cpus 0\n' | as_user sh -c 'cat > /tmp/short.lama'
+    as_user sbatch -N1 -n2 --lama-plan=/tmp/short.lama --wrap true > "$work/out" 2> "$work/err" \
+        && { fail "sbatch submitted a malformed plan: $(cat "$work/out")"; return 1; }
+    grep -qF "lama: --lama-plan: /tmp/short.lama: line 3: 'ranks 2' announced but 1 rank line(s) follow" "$work/err" \
+        || fail "sbatch: $(cat "$work/err")"
+}
+
 t_bad_plan_refused() {
     plan_for ring6 "$(printf '0 1 1\n1 2 1\n2 3 1\n3 4 1\n4 5 1\n5 0 1\n')" || return 1
     # A plan edited by hand into nonsense: refused before launch, with its line.
@@ -558,7 +575,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
     t_bad_site_configuration t_topology_sources t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_plan_ring_and_stencil
-    t_bad_plan_refused t_daemons_still_up)
+    t_plan_in_batch t_bad_plan_refused t_daemons_still_up)
 
 # The tests that need no plugin (the brief's (a), (b), (c)).
 base_tests=(t_setup t_confinement t_no_options_leaves_slurm_alone t_daemons_still_up)

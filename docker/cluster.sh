@@ -15,6 +15,8 @@
 #   LAMA_CLUSTER=NAME    compose project name (default spank-lama): a second, independent
 #                        cluster beside the first one (its own network, staging and key)
 #   LAMA_UP_TIMEOUT=S    seconds to wait for the healthchecks (default 180)
+#   LAMA_CONFIG=NAME     up: a row of the configuration matrix, docker/configs/NAME.conf,
+#                        applied on top of slurm.conf/cgroup.conf (default: none, the base)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
@@ -127,6 +129,14 @@ cmd_up() {
         rm -f "$stage/spank_lama.so" "$stage/plugstack.conf.example"
     else
         cmd_plugin
+    fi
+    local row=${LAMA_CONFIG:-}
+    if [ -n "$row" ] && [ "$row" != base ]; then
+        [ -f "$here/configs/$row.conf" ] || { echo "cluster: no configuration row $row (docker/configs/)" >&2; return 1; }
+        install -m 0644 "$here/configs/$row.conf" "$stage/config.overlay"
+        log "configuration row: $row"
+    else
+        rm -f "$stage/config.overlay"
     fi
     log "starting the cluster ($project)"
     local t0=$SECONDS

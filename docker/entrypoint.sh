@@ -36,7 +36,37 @@ start_munge() {
     runuser -u munge -- /usr/sbin/munged
 }
 
+# A configuration row of the test matrix (docker/configs/NAME.conf, staged by cluster.sh as
+# /opt/lama/config.overlay): each line "slurm.conf KEY=VALUE" or "cgroup.conf KEY=VALUE" sets a
+# key (replacing the line that sets it, else appended), "node NAME KEY=VALUE" adds to that
+# node's NodeName line, "plugstack optional" makes the plugin line optional. Applied on every
+# member so that all daemons read the same configuration.
+apply_overlay() {
+    local overlay=/opt/lama/config.overlay what a b key
+    [ -f "$overlay" ] || return 0
+    while read -r what a b; do
+        case "$what" in
+            ''|'#'*) ;;
+            slurm.conf|cgroup.conf)
+                key=${a%%=*}
+                if grep -q "^$key=" "/etc/slurm/$what"; then
+                    sed -i "s|^$key=.*|$a|" "/etc/slurm/$what"
+                else
+                    echo "$a" >> "/etc/slurm/$what"
+                fi
+                ;;
+            node) sed -i "s|^NodeName=$a .*|& $b|" /etc/slurm/slurm.conf ;;
+            plugstack)
+                [ -f /etc/slurm/plugstack.conf.d/lama.conf ] && sed -i "s|^required |$a |" /etc/slurm/plugstack.conf.d/lama.conf
+                ;;
+            *) echo "entrypoint: bad line in $overlay: $what $a $b" >&2; exit 1 ;;
+        esac
+    done < "$overlay"
+    echo "entrypoint: configuration row $(head -n1 "$overlay" | sed 's/^# *//') applied" >&2
+}
+
 install_plugin
+apply_overlay
 start_munge
 case "$role" in
     controller)

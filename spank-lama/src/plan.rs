@@ -432,6 +432,58 @@ pub fn planned_tasks(
     Ok(tasks)
 }
 
+/// The binding a user asked Slurm for with `--cpu-bind`, from `SLURM_CPU_BIND_TYPE` as srun
+/// passes it to the step (`cores,`, `map_cpu:`, `verbose,sockets,` ...): `None` for no type,
+/// `none` and the modifiers alone.
+pub fn explicit_cpu_bind(kind: &str) -> Option<String> {
+    let types: Vec<&str> = kind
+        .split(',')
+        .map(|t| t.trim_end_matches(':'))
+        .filter(|t| !t.is_empty() && !matches!(*t, "none" | "no" | "verbose" | "v" | "quiet" | "q"))
+        .collect();
+    (!types.is_empty()).then(|| types.join(","))
+}
+
+/// The first available hardware thread of every core (and every available PU outside a
+/// core), as OS indexes: what `--threads-per-core=1` leaves to a step.
+pub fn one_thread_per_core(machine: &Machine) -> CpuList {
+    let pus = machine.pus();
+    let mut keep = vec![false; pus.len()];
+    let mut covered = vec![false; pus.len()];
+    for core in machine.objects(lama_engine::Level::Core) {
+        if let Some(first) = core.pus.clone().find(|&p| pus[p as usize].available) {
+            keep[first as usize] = true;
+        }
+        core.pus.clone().for_each(|p| covered[p as usize] = true);
+    }
+    CpuList::from_cpus(
+        pus.iter()
+            .enumerate()
+            .filter(|(i, p)| p.available && (keep[*i] || !covered[*i]))
+            .map(|(_, p)| p.os),
+    )
+}
+
+/// The OS CPUs of Slurm's abstract cores (numbered socket-major, which is the order of the
+/// node's cores in hwloc's logical order): every hardware thread of each core.
+pub fn cores_to_cpus(machine: &Machine, cores: &CpuList) -> Result<CpuList, String> {
+    let all = machine.objects(lama_engine::Level::Core);
+    let mut cpus = Vec::new();
+    for &c in cores.cpus() {
+        let core = all.get(c as usize).ok_or_else(|| {
+            format!(
+                "core {c} is not on this node ({} cores in its topology)",
+                all.len()
+            )
+        })?;
+        cpus.extend(core.pus.clone().map(|p| machine.pus()[p as usize].os));
+    }
+    if cpus.is_empty() {
+        return Err("no allocated core".to_string());
+    }
+    Ok(CpuList::from_cpus(cpus))
+}
+
 /// The bound PUs (logical indexes) as OpenMP places in logical order: one per core (its bound
 /// hardware threads), or with `per_thread` one per hardware thread (when `-c` counts threads).
 /// A PU outside every core is a place of its own.
@@ -1034,6 +1086,41 @@ mod tests {
             ..UserOptions::default()
         };
         assert_eq!(resolve(&alone, &SiteConfig::default()), Ok(None));
+    }
+
+    #[test]
+    fn abstract_cores_become_their_threads() {
+        let m = Machine::synthetic("pack:2 core:2 pu:2").unwrap();
+        assert_eq!(
+            cores_to_cpus(&m, &CpuList::parse("1,3").unwrap())
+                .unwrap()
+                .to_string(),
+            "2-3,6-7"
+        );
+        assert!(cores_to_cpus(&m, &CpuList::parse("4").unwrap())
+            .unwrap_err()
+            .contains("core 4 is not on this node"));
+        assert!(cores_to_cpus(&m, &CpuList::new()).is_err());
+    }
+
+    #[test]
+    fn one_thread_of_each_core() {
+        let m = Machine::synthetic("pack:1 core:3 pu:2")
+            .unwrap()
+            .restrict(&CpuList::parse("1-5").unwrap());
+        assert_eq!(one_thread_per_core(&m).to_string(), "1-2,4");
+    }
+
+    #[test]
+    fn cpu_bind_requests() {
+        assert_eq!(explicit_cpu_bind("cores,"), Some("cores".to_string()));
+        assert_eq!(
+            explicit_cpu_bind("verbose,map_cpu:"),
+            Some("map_cpu".to_string())
+        );
+        assert_eq!(explicit_cpu_bind("none,"), None);
+        assert_eq!(explicit_cpu_bind("quiet,"), None);
+        assert_eq!(explicit_cpu_bind(""), None);
     }
 
     #[test]

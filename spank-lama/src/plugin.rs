@@ -151,14 +151,19 @@ impl Lama {
         }
         let job = spank.job_id().map_err(|e| e.to_string())?;
         let step = spank.job_stepid().map_err(|e| e.to_string())?;
-        let cpus = match cgroup::step_cpus(job, step) {
-            Ok(c) => c,
-            Err(why) => {
-                tracing::info!(job, step, "lama: step cpuset from the cgroup unavailable ({why}); using the process affinity");
-                bind::get_affinity()?
-            }
-        };
-        let machine = resolved.machine.restrict(&cpus);
+        let cpus = step_cpus_here(spank, &resolved.machine, job, step)?;
+        let mut machine = resolved.machine.restrict(&cpus);
+        // --threads-per-core=1 (also implied by --hint=nomultithread): one thread per core,
+        // even where the cpuset holds more.
+        if spank
+            .getenv("SLURM_THREADS_PER_CORE")
+            .ok()
+            .flatten()
+            .as_deref()
+            == Some("1")
+        {
+            machine = machine.restrict(&plan::one_thread_per_core(&machine));
+        }
         if machine.available().is_empty() {
             return Err(format!(
                 "the step's CPUs ({cpus}) are not in this node's topology ({})",
@@ -195,6 +200,18 @@ impl Lama {
             tracing::warn!(node = %self.node, job, step, "lama: {warning}");
             if first_node {
                 spank_log_user!("lama: {}: {warning}", self.node);
+            }
+        }
+        if first_node && plan.binding() != lama_engine::Bind::None {
+            let asked = spank.getenv("SLURM_CPU_BIND_TYPE").ok().flatten();
+            if let Some(kind) = asked.as_deref().and_then(plan::explicit_cpu_bind) {
+                spank_log_user!(
+                    "lama: {}: warning: --cpu-bind={kind} and LAMA both bind the tasks; LAMA's \
+                     binding ({}) replaces Slurm's. Give --cpu-bind=none, or --lama-bind=none to \
+                     keep Slurm's",
+                    self.node,
+                    plan.binding()
+                );
             }
         }
         if plan.verbose && first_node {
@@ -255,6 +272,40 @@ impl Lama {
     }
 }
 
+/// The CPUs this step may use on this node: the step's cgroup cpuset; without one (no
+/// task/cgroup), the cores Slurm allocated to the step (`S_STEP_ALLOC_CORES`, Slurm's abstract
+/// core numbers, which follow the node's cores in logical order), all their hardware threads;
+/// else the process affinity. Each fallback is logged with its reason.
+fn step_cpus_here(
+    spank: &SpankHandle,
+    machine: &lama_engine::Machine,
+    job: u32,
+    step: u32,
+) -> Result<lama_engine::CpuList, String> {
+    let why = match cgroup::step_cpus(job, step) {
+        Ok(c) => return Ok(c),
+        Err(why) => why,
+    };
+    let cores = spank
+        .step_alloc_cores()
+        .map_err(|e| e.to_string())
+        .and_then(|list| {
+            let abstract_cores = lama_engine::CpuList::parse(&list)
+                .map_err(|e| format!("S_STEP_ALLOC_CORES '{list}': {e}"))?;
+            crate::plan::cores_to_cpus(machine, &abstract_cores)
+        });
+    match cores {
+        Ok(c) => {
+            tracing::info!(job, step, cpus = %c, "lama: no step cpuset from the cgroup ({why}); using the step's allocated cores");
+            Ok(c)
+        }
+        Err(e) => {
+            tracing::info!(job, step, "lama: no step cpuset from the cgroup ({why}) nor allocated cores ({e}); using the process affinity");
+            bind::get_affinity()
+        }
+    }
+}
+
 /// The plan's text, read as the user in srun/sbatch/salloc: the file, or (for an srun inside
 /// a batch script or allocation whose file is not readable here) the text that sbatch/salloc
 /// already put in the environment.
@@ -300,10 +351,7 @@ impl Lama {
             .map_err(|e| format!("cannot get this node's topology: {e}"))?;
         let job = spank.job_id().map_err(|e| e.to_string())?;
         let step = spank.job_stepid().map_err(|e| e.to_string())?;
-        let cpus = match cgroup::step_cpus(job, step) {
-            Ok(c) => c,
-            Err(_) => bind::get_affinity()?,
-        };
+        let cpus = step_cpus_here(spank, &resolved.machine, job, step)?;
         let ntasks = spank.job_local_task_count().map_err(|e| e.to_string())?;
         let total = spank.job_total_task_count().map_err(|e| e.to_string())?;
         let mut globals = Vec::with_capacity(ntasks as usize);

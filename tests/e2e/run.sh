@@ -116,8 +116,11 @@ predict() {
 
 # Writes the plugin's plugstack line on every member (srun reads it too), with extra args.
 set_plugstack() {
-    local line
+    local line kind
     line="$(grep -v -e '^#' -e '^[[:space:]]*$' "$top/plugstack.conf.example") $*"
+    # A configuration row may make the plugin line optional (docker/configs/optional.conf).
+    kind=$(on slurmctld sh -c "awk '\$1 == \"plugstack\" { print \$2 }' /opt/lama/config.overlay 2>/dev/null")
+    [ -n "$kind" ] && line="$kind ${line#required }"
     for m in slurmctld "${nodes[@]}"; do
         on "$m" sh -c "echo '$line' > /etc/slurm/plugstack.conf.d/lama.conf"
     done
@@ -556,6 +559,92 @@ t_bad_plan_refused() {
     grep -qF "cannot be combined with --lama-map" "$work/err" || fail "combined: $(cat "$work/err")"
 }
 
+# --- the configuration matrix (tests/e2e/matrix.sh runs each on its docker/configs/ row) -------
+
+# The value of KEY in a member's slurm.conf: slurm_conf MEMBER KEY
+slurm_conf() { on "$1" sh -c "grep -E '^$2=' /etc/slurm/slurm.conf | cut -d= -f2-"; }
+
+t_cpu_bind_and_lama() {
+    # --cpu-bind and a LAMA binding together: LAMA binds last and wins; the user is told once.
+    run_srun -N2 -w node1,node3 -n4 --cpu-bind=cores --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "LAMA's binding" "$(predict --map scbnh)" "$(actual_cpus)" || return 1
+    assert_eq "warnings" "1" "$(grep -c 'warning: --cpu-bind=cores and LAMA both bind' "$work/err")" || return 1
+    # Slurm's binding kept by --lama-bind=none, or no --cpu-bind: no warning.
+    for args in "--cpu-bind=none --lama-map=scbnh" "--lama-map=scbnh" "--cpu-bind=cores --lama-map=scbnh --lama-bind=none"; do
+        # shellcheck disable=SC2086
+        run_srun -w node3 -n2 $args || fail "srun $args failed: $(cat "$work/err")" || return 1
+        grep -q 'warning' "$work/err" && { fail "srun $args warned: $(cat "$work/err")"; return 1; }
+    done
+    # --exclusive, --hint=nomultithread and --threads-per-core=1 only shape the allocation;
+    # LAMA places inside it.
+    run_srun -w node2 -n1 --exclusive --lama-map=scbnh --lama-bind=1c || fail "srun --exclusive failed: $(cat "$work/err")" || return 1
+    assert_eq "--exclusive" "node2:0-1" "$(actual_cpus)" || return 1
+    run_srun -w node2 -n1 --hint=nomultithread --lama-map=hcsbn --lama-bind=1h || fail "srun --hint failed: $(cat "$work/err")" || return 1
+    assert_eq "--hint=nomultithread" "node2:0" "$(actual_cpus)" || return 1
+    run_srun -w node2 -n1 --threads-per-core=1 --lama-map=scbnh || fail "srun --threads-per-core failed: $(cat "$work/err")" || return 1
+    assert_eq "--threads-per-core=1 (cpuset of one thread, LAMA's 1c inside it)" "node2:0" "$(actual_cpus)"
+}
+
+t_row_affinity_only() {
+    # No cgroup cpuset: the plugin takes the step's allocated cores. A job holding CPU 0 of
+    # node3 keeps it; the LAMA step gets the other core, as Slurm's own binding would.
+    assert_eq "TaskPlugin" "task/affinity" "$(slurm_conf node3 TaskPlugin)" || return 1
+    local holder; holder=$(hold_cpus node3 1) || return 1
+    run_srun -w node3 -n1 --lama-map=scbnh
+    local rc=$?
+    release "$holder" || return 1
+    [ $rc -eq 0 ] || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "the LAMA task beside the holder" "node3:1" "$(actual_cpus)" || return 1
+    on node3 grep -q "using the step's allocated cores" /var/log/slurm/slurmd.log || fail "slurmd log: no allocated-cores fallback"
+}
+
+t_row_cgroup_only() {
+    # A cpuset but no binding by Slurm: without LAMA every task sees the step's CPUs; with LAMA
+    # each gets its own.
+    assert_eq "TaskPlugin" "task/cgroup" "$(slurm_conf node3 TaskPlugin)" || return 1
+    run_srun -w node3 -n2 || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "Slurm alone" "node3:0-1 node3:0-1" "$(actual_cpus)" || return 1
+    run_srun -w node3 -n2 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "with LAMA" "node3:0 node3:1" "$(actual_cpus)"
+}
+
+t_row_cr_core() {
+    # Whole cores: one task on node2 (one core of two threads) is given the core; LAMA's 1c
+    # binds both threads, 1h one, and -c2 counts the core's two threads.
+    local mem=(); [ "$(slurm_conf node2 SelectTypeParameters)" == CR_Core_Memory ] && mem=(--mem=100)
+    run_srun -w node2 -n1 "${mem[@]}" --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "1c" "node2:0-1" "$(actual_cpus)" || return 1
+    run_srun -w node2 -n1 "${mem[@]}" --lama-map=hcsbn --lama-bind=1h || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "1h" "node2:0" "$(actual_cpus)" || return 1
+    run_srun -w node2 -n1 -c2 "${mem[@]}" --lama-map=scbnh --lama-omp || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "-c2" "node2:0-1" "$(actual_cpus)" || return 1
+    check_layout "${mem[@]}" --lama-map=scbnh --lama-bind=1c -- --map scbnh --bind 1c
+}
+
+t_row_corespec() {
+    # node3 keeps one core for its daemons: no LAMA task is ever placed there.
+    local spec
+    spec=$(as_user scontrol show node node3 | grep -oE 'CPUSpecList=[0-9,-]+' | cut -d= -f2)
+    [ -n "$spec" ] || fail "node3 has no specialised CPU: $(as_user scontrol show node node3 | tr '\n' ' ')" || return 1
+    run_srun -w node3 -n1 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    local got; got=$(actual_cpus)
+    [ "${got#node3:}" != "$spec" ] || fail "the task is on the specialised CPU $spec" || return 1
+    # Even a binding to the whole node stays off it: the step's cpuset leaves it out.
+    run_srun -w node3 -n1 --lama-map=scbnh --lama-bind=1n || fail "srun failed: $(cat "$work/err")" || return 1
+    got=$(actual_cpus)
+    case ",${got#node3:}," in
+        *",$spec,"*|*"-"*) fail "a whole-node binding reached the specialised CPU $spec: $got" ;;
+    esac
+}
+
+t_row_optional() {
+    # With "optional", Slurm ignores the plugin's errors: a bad value is printed, and the job
+    # runs anyway, unbound by LAMA.
+    run_srun -w node3 -n1 --lama-map=scbnx || fail "srun did not run with an optional plugin: $(cat "$work/err")" || return 1
+    grep -qF "lama: --lama-map: invalid mapping layout 'scbnx'" "$work/err" || fail "message: $(cat "$work/err")" || return 1
+    assert_eq "LAMA_CPUS" "unset" "$(report_field 4)"
+}
+
 t_daemons_still_up() {
     local state
     wait_for 60 nodes_idle
@@ -575,7 +664,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
     t_bad_site_configuration t_topology_sources t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_plan_ring_and_stencil
-    t_plan_in_batch t_bad_plan_refused t_daemons_still_up)
+    t_plan_in_batch t_bad_plan_refused t_cpu_bind_and_lama t_daemons_still_up)
 
 # The tests that need no plugin (the brief's (a), (b), (c)).
 base_tests=(t_setup t_confinement t_no_options_leaves_slurm_alone t_daemons_still_up)

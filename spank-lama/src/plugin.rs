@@ -290,7 +290,7 @@ fn step_cpus_here(
         .step_alloc_cores()
         .map_err(|e| e.to_string())
         .and_then(|list| {
-            let abstract_cores = lama_engine::CpuList::parse(&list)
+            let abstract_cores = lama_engine::CpuList::parse(list)
                 .map_err(|e| format!("S_STEP_ALLOC_CORES '{list}': {e}"))?;
             crate::plan::cores_to_cpus(machine, &abstract_cores)
         });

@@ -8,6 +8,7 @@
 #   docker/cluster.sh up       build + plugin + (re)start the cluster, wait for healthchecks
 #   docker/cluster.sh down     stop and remove the containers
 #   docker/cluster.sh exec [-u USER] MEMBER CMD...   run a command in a member (root by default)
+#   docker/cluster.sh restart MEMBER   restart one member's container
 #   docker/cluster.sh logs     daemon logs of every member
 #   docker/cluster.sh status   health of every member and sinfo
 # Environment:
@@ -157,6 +158,11 @@ case "${1:-}" in
         if [ "${1:-}" == -u ]; then user=(-u "$2"); shift 2; fi
         compose exec -T "${user[@]}" "$@"
         ;;
+    restart)
+        # Restarts one member's container (the fault tests): restart MEMBER
+        [ -n "${2:-}" ] || { echo "usage: docker/cluster.sh restart MEMBER" >&2; exit 2; }
+        compose restart -t 2 "$2" >&2
+        ;;
     logs)
         for s in "${members[@]}"; do
             echo "== $s"
@@ -167,5 +173,5 @@ case "${1:-}" in
         compose ps
         compose exec -T slurmctld sinfo -N -o '%N %T %c %z'
         ;;
-    *) sed -n '2,17p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
 esac

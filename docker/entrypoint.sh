@@ -76,6 +76,17 @@ case "$role" in
         remount_cgroups
         node=$(hostname -s)
         export HWLOC_XMLFILE=/etc/slurm/topology/$node.xml HWLOC_THISSYSTEM=1
-        exec /usr/sbin/slurmd -D -N "$node"
+        # slurmd under a supervisor, as systemd's Restart= keeps it on a real node: a slurmd
+        # that dies (the fault tests kill it) is started again, and the steps it left running
+        # go on. The container ends when it is stopped.
+        trap 'kill -TERM "$pid" 2>/dev/null; exit 0' TERM INT
+        while :; do
+            /usr/sbin/slurmd -D -N "$node" &
+            pid=$!
+            status=0
+            wait "$pid" || status=$?
+            echo "entrypoint: slurmd exited with status $status; starting it again" >&2
+            sleep 1
+        done
         ;;
 esac

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole end-to-end run in one command, for CI: host packages, cluster (built and cached as
-# usual, plugin built from this checkout), the tests, the daemon logs when a test failed, and
-# the cluster removed again. Exit status: the tests'.
+# usual, plugin built from this checkout), the tests, the fault tests (tests/e2e/faults.sh),
+# then every row of the configuration matrix (tests/e2e/matrix.sh), the daemon logs when a test failed, and the cluster removed
+# again. Exit status: the tests'.
 #   tests/e2e/ci.sh [--base] [TEST...]    (arguments go to tests/e2e/run.sh; with --base the
 #                                          cluster starts without the plugin)
 # Uses its own cluster (LAMA_CLUSTER, default spank-lama-ci) so a developer's cluster is untouched.
@@ -22,6 +23,14 @@ fi
 echo "e2e: cluster up in $((SECONDS - t0))s" >&2
 "$top/tests/e2e/run.sh" "$@"
 rc=$?
+# The configuration matrix and the fault tests, after the whole base suite (not with --base or
+# a chosen list of tests).
+if [ $rc -eq 0 ] && [ $# -eq 0 ]; then
+    "$top/tests/e2e/faults.sh" || rc=1
+fi
+if [ $rc -eq 0 ] && [ $# -eq 0 ]; then
+    "$top/tests/e2e/matrix.sh" || rc=1
+fi
 if [ $rc -ne 0 ]; then
     logs=${TMPDIR:-/tmp}/spank-lama-e2e-logs.txt
     "$top/docker/cluster.sh" logs > "$logs" 2>&1

@@ -645,6 +645,112 @@ t_row_optional() {
     assert_eq "LAMA_CPUS" "unset" "$(report_field 4)"
 }
 
+# --- faults (tests/e2e/faults.sh runs them; each ends with every node idle, no daemon crash, and
+# the next job placed correctly) ----------------------------------------------------------------
+
+# The next job after a fault: placed as lama map says, on every node.
+next_job_placed() {
+    wait_for 120 nodes_idle || fail "nodes not idle: $(as_user sinfo -h -N -o '%N %T' | tr '\n' ' ')" || return 1
+    check_layout --lama-map=scbnh --lama-bind=1c -- --map scbnh --bind 1c
+}
+
+step_running_on() { as_user squeue -h -s -w "$1" -o %i | grep -q .; }
+
+t_fault_slurmd_killed() {
+    # slurmd is killed (-9) on node3 while a LAMA step runs there; its supervisor starts it
+    # again. The step goes on, bound as placed, and ends normally.
+    as_user srun -w node3 -n2 --lama-map=scbnh bash -c "sleep 6; $task_report" > "$work/fault" 2> "$work/err" &
+    local srun_pid=$!
+    wait_for 30 step_running_on node3 || { fail "the step did not start"; wait $srun_pid; return 1; }
+    sleep 1
+    on node3 pkill -9 -x slurmd || { fail "no slurmd to kill"; wait $srun_pid; return 1; }
+    wait_for 30 on node3 pgrep -x slurmd || { fail "slurmd did not come back"; wait $srun_pid; return 1; }
+    wait $srun_pid || fail "the step failed after slurmd was killed: $(cat "$work/err")" || return 1
+    sort -n "$work/fault" > "$work/out"
+    assert_eq "the step's tasks" "node3:0 node3:1" "$(actual_cpus)" || return 1
+    next_job_placed
+}
+
+t_fault_node_restarted() {
+    # node3's container restarts during a job: Slurm decides what becomes of the job (here it
+    # fails); the node comes back into service and the next job is placed correctly.
+    local id
+    id=$(as_user sbatch --parsable -N2 -w node1,node3 -n4 -o /dev/null --wrap "srun --lama-map=scbnh sleep 60") || return 1
+    wait_for 30 job_running "$id" || { as_user scancel "$id"; fail "job $id did not start"; return 1; }
+    wait_for 30 step_running_on node3 || { as_user scancel "$id"; fail "no step on node3"; return 1; }
+    "$cluster" restart node3 > /dev/null 2>&1 || { fail "cannot restart node3"; return 1; }
+    # Slurm ends or requeues the job; a requeued job would hold the nodes: cancel what is left.
+    wait_for 90 job_gone "$id" || as_user scancel "$id"
+    wait_for 60 job_gone "$id" || fail "job $id is still there" || return 1
+    next_job_placed
+}
+
+t_fault_topology_file_replaced() {
+    # The admin topology file is replaced while steps start: renamed over atomically (as `lama
+    # export` + mv would), then truncated in place. Every step is placed correctly; the broken
+    # file is skipped with its reason in slurmd's log.
+    set_plugstack "topology=/etc/slurm/topology/%n.xml"
+    on node1 sh -c 'cp /etc/slurm/topology/node1.xml /tmp/node1.orig'
+    on node1 sh -c 'for i in $(seq 300); do cp /tmp/node1.orig /etc/slurm/topology/.n1.tmp && mv /etc/slurm/topology/.n1.tmp /etc/slurm/topology/node1.xml; done' &
+    local writer=$!
+    local i bad=0
+    for i in 1 2 3 4 5 6; do
+        run_srun -w node1 -n2 --lama-map=scbnh --lama-bind=1c || { bad=1; break; }
+        [ "$(actual_cpus)" == "node1:0 node1:1" ] || { bad=2; break; }
+    done
+    wait $writer
+    local rc=0
+    [ $bad -eq 0 ] || { fail "step $i during renames: $(actual_cpus) $(cat "$work/err")"; rc=1; }
+    if [ $rc -eq 0 ]; then
+        on node1 sh -c 'head -c 700 /tmp/node1.orig > /etc/slurm/topology/node1.xml'
+        run_srun -w node1 -n2 --lama-map=scbnh --lama-bind=1c || { fail "srun with a truncated file: $(cat "$work/err")"; rc=1; }
+        [ $rc -eq 0 ] && { assert_eq "with a truncated file" "node1:0 node1:1" "$(actual_cpus)" || rc=1; }
+        [ $rc -eq 0 ] && { on node1 grep -q "topology source skipped: admin topology: " /var/log/slurm/slurmd.log || { fail "slurmd log: no skip"; rc=1; }; }
+    fi
+    on node1 sh -c 'cp /tmp/node1.orig /etc/slurm/topology/node1.xml'
+    reset_plugstack
+    [ $rc -eq 0 ] && next_job_placed
+}
+
+t_fault_many_concurrent_steps() {
+    # 50 LAMA steps at once in one allocation: 25 sharing it (--overlap), 25 each on a CPU of
+    # its own (--exact). Every task is where LAMA puts it in its step's CPUs.
+    run_batch node3 "#SBATCH -w node3 -n2
+for i in \$(seq 25); do
+    srun --overlap -n2 --lama-map=scbnh bash -c 'echo \"\$SLURM_PROCID o \$(grep Cpus_allowed_list /proc/self/status | cut -f2) \$LAMA_CPUS\"' &
+    srun --exact -n1 --lama-map=scbnh bash -c 'echo \"\$SLURM_PROCID e \$(grep Cpus_allowed_list /proc/self/status | cut -f2) \$LAMA_CPUS\"' &
+done
+wait" || fail "batch job failed" || return 1
+    assert_eq "--overlap tasks" "50" "$(awk '$2 == "o"' "$work/out" | wc -l)" || return 1
+    assert_eq "--exact tasks" "25" "$(awk '$2 == "e"' "$work/out" | wc -l)" || return 1
+    # Overlapping steps see both CPUs: rank 0 on CPU 0, rank 1 on CPU 1.
+    assert_eq "--overlap placement" "0" "$(awk '$2 == "o" && !(($1 == 0 && $3 == "0") || ($1 == 1 && $3 == "1"))' "$work/out" | wc -l)" || return 1
+    # An exact step's task is bound to its one CPU, as LAMA_CPUS says.
+    assert_eq "--exact placement" "0" "$(awk '$2 == "e" && ($3 != $4 || $3 ~ /[-,]/)' "$work/out" | wc -l)"
+}
+
+t_fault_1024_tasks() {
+    # One step of 1,024 tasks on node1 (in an allocation of both CPUs; srun --overcommit alone
+    # would allocate one): every task bound, half on each socket, as LAMA's passes alternate.
+    local t0=$SECONDS
+    as_user salloc -w node1 -n2 srun -n1024 --overcommit --lama-map=scbnh bash -c 'grep Cpus_allowed_list /proc/self/status | cut -f2' > "$work/big" 2> "$work/err" \
+        || fail "srun -n1024 failed: $(head -c 500 "$work/err")" || return 1
+    echo "    (1,024 tasks in $((SECONDS - t0)) s)" >&2
+    assert_eq "tasks" "1024" "$(wc -l < "$work/big")" || return 1
+    assert_eq "per CPU" "512 0 512 1" "$(sort "$work/big" | uniq -c | awk '{ printf "%s%s %s", (NR > 1 ? " " : ""), $1, $2 }')"
+}
+
+t_fault_task_rebinds_itself() {
+    # A task that changes its own affinity, or execs taskset, keeps what it chose: the plugin
+    # binds once, before exec, and never again. (The step has both CPUs; LAMA binds CPU 0.)
+    as_user srun -w node3 -n1 -c2 --lama-map=scbnh --lama-bind=1c bash -c 'taskset -pc 1 $$ > /dev/null; sleep 1; grep Cpus_allowed_list /proc/self/status | cut -f2' > "$work/t1" 2> "$work/err" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "after taskset -p" "1" "$(cat "$work/t1")" || return 1
+    as_user srun -w node3 -n1 -c2 --lama-map=scbnh --lama-bind=1c taskset -c 1 grep Cpus_allowed_list /proc/self/status > "$work/t1" 2> "$work/err" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "exec taskset" "1" "$(cut -f2 "$work/t1")"
+}
+
 t_daemons_still_up() {
     local state
     wait_for 60 nodes_idle

@@ -108,6 +108,25 @@ pub fn load(source: &Source) -> Result<Machine, LoadError> {
     to_machine(&topology, &name)
 }
 
+/// Largest topology XML read (a 1,024-PU machine's XML is about 1 MB).
+pub const MAX_XML_BYTES: u64 = 64 << 20;
+
+/// Reads a text file of at most `max` bytes; a longer one is an error that says so.
+pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("longer than {max} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
 /// Loads the hwloc topology itself (for callers that also need hwloc, such as benchmarks).
 pub fn load_hwloc(source: &Source) -> Result<(Topology, String), LoadError> {
     match source {
@@ -115,7 +134,7 @@ pub fn load_hwloc(source: &Source) -> Result<(Topology, String), LoadError> {
             let shown = path.display().to_string();
             // Read the file ourselves first: a missing or unreadable file gets a clear reason
             // instead of hwloc's generic refusal.
-            let text = std::fs::read_to_string(path).map_err(|e| LoadError::Unreadable {
+            let text = read_bounded(path, MAX_XML_BYTES).map_err(|e| LoadError::Unreadable {
                 path: shown.clone(),
                 reason: e.to_string(),
             })?;
@@ -202,7 +221,7 @@ pub fn export_xml(source: &Source) -> Result<String, LoadError> {
 /// The running system's online CPUs, from `/sys/devices/system/cpu/online`.
 pub fn online_cpus() -> Result<CpuList, LoadError> {
     let path = "/sys/devices/system/cpu/online";
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError::Unreadable {
+    let text = read_bounded(Path::new(path), 1 << 16).map_err(|e| LoadError::Unreadable {
         path: path.to_string(),
         reason: e.to_string(),
     })?;

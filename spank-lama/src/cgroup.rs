@@ -178,8 +178,8 @@ pub fn job_cpuset_file(step_file: &Path, job: u32) -> Result<PathBuf, String> {
 /// Reads a CPU list file (`cpuset.cpus`) found under `root`; an empty set is an error.
 fn read_cpus(root: &Path, file: &Path) -> Result<CpuList, String> {
     let under_root = root.join(file.strip_prefix("/").unwrap_or(file));
-    let text =
-        std::fs::read_to_string(&under_root).map_err(|e| format!("{}: {e}", file.display()))?;
+    let text = crate::bounded::read_file(&under_root, crate::bounded::MAX_SMALL_FILE)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let cpus = CpuList::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     if cpus.is_empty() {
         return Err(format!("{} is empty", file.display()));
@@ -189,7 +189,12 @@ fn read_cpus(root: &Path, file: &Path) -> Result<CpuList, String> {
 
 /// The step's cpuset file under `root` (`/` on a real node; a temporary directory in tests).
 fn step_file_in(root: &Path, job: u32, step: u32) -> Result<PathBuf, String> {
-    let read = |p: &str| std::fs::read_to_string(root.join(p.trim_start_matches('/')));
+    let read = |p: &str| {
+        crate::bounded::read_file(
+            &root.join(p.trim_start_matches('/')),
+            crate::bounded::MAX_SMALL_FILE,
+        )
+    };
     let proc_cgroup = read("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
     let mountinfo = read("/proc/self/mountinfo").ok();
     step_cpuset_file(&proc_cgroup, mountinfo.as_deref(), job, step)

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod bind;
+pub mod bounded;
 pub mod cgroup;
 pub mod config;
 pub mod logging;

@@ -112,10 +112,13 @@ fn user_options(spank: &SpankHandle) -> UserOptions {
 /// The node's short host name (`%n`, messages). Not taken from the job's environment, which
 /// the user controls.
 fn short_host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .and_then(|h| h.trim().split('.').next().map(str::to_string))
-        .unwrap_or_else(|| "node".to_string())
+    crate::bounded::read_file(
+        std::path::Path::new("/proc/sys/kernel/hostname"),
+        crate::bounded::MAX_SMALL_FILE,
+    )
+    .ok()
+    .and_then(|h| h.trim().split('.').next().map(str::to_string))
+    .unwrap_or_else(|| "node".to_string())
 }
 
 /// An error already shown where it belongs (the user's terminal, Slurm's log): returned to
@@ -203,7 +206,8 @@ impl Lama {
             }
         }
         if first_node && plan.binding() != lama_engine::Bind::None {
-            let asked = spank.getenv("SLURM_CPU_BIND_TYPE").ok().flatten();
+            let asked =
+                crate::bounded::env_value(spank.getenv("SLURM_CPU_BIND_TYPE").ok().flatten());
             if let Some(kind) = asked.as_deref().and_then(plan::explicit_cpu_bind) {
                 spank_log_user!(
                     "lama: {}: warning: --cpu-bind={kind} and LAMA both bind the tasks; LAMA's \
@@ -216,8 +220,10 @@ impl Lama {
         }
         if plan.verbose && first_node {
             let nnodes = spank.job_nnodes().unwrap_or(1);
-            let in_use = spank.getenv("SLURM_DISTRIBUTION").ok().flatten();
-            let per_node = spank.getenv("SLURM_JOB_CPUS_PER_NODE").ok().flatten();
+            let in_use =
+                crate::bounded::env_value(spank.getenv("SLURM_DISTRIBUTION").ok().flatten());
+            let per_node =
+                crate::bounded::env_value(spank.getenv("SLURM_JOB_CPUS_PER_NODE").ok().flatten());
             if let Some(hint) = plan::distribution_hint(
                 &machine,
                 &plan,
@@ -310,19 +316,11 @@ fn step_cpus_here(
 /// a batch script or allocation whose file is not readable here) the text that sbatch/salloc
 /// already put in the environment.
 fn read_plan_locally(path: &str) -> Result<(String, PlanFile), String> {
-    let from_file = std::fs::metadata(path)
-        .map_err(|e| e.to_string())
-        .and_then(|m| {
-            if m.len() > lama_engine::planfile::MAX_PLAN_BYTES as u64 {
-                Err(format!(
-                    "it is {} bytes; at most {} are accepted",
-                    m.len(),
-                    lama_engine::planfile::MAX_PLAN_BYTES
-                ))
-            } else {
-                std::fs::read_to_string(path).map_err(|e| e.to_string())
-            }
-        });
+    let from_file = crate::bounded::read_file(
+        std::path::Path::new(path),
+        lama_engine::planfile::MAX_PLAN_BYTES as u64,
+    )
+    .map_err(|e| e.to_string());
     let text = match from_file {
         Ok(t) => t,
         Err(why) => match std::env::var(plan::PLAN_VARIABLE) {
@@ -393,11 +391,13 @@ unsafe impl Plugin for Lama {
     fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         let context = spank.context()?;
         let args = spank.plugin_argv()?;
-        self.site =
-            SiteConfig::from_args(&args, |path| std::fs::read_to_string(path)).map_err(|e| {
-                slurm_spank::spank_log_error!("{e}");
-                self.shown(e)
-            })?;
+        self.site = SiteConfig::from_args(&args, |path| {
+            crate::bounded::read_file(std::path::Path::new(path), crate::bounded::MAX_SMALL_FILE)
+        })
+        .map_err(|e| {
+            slurm_spank::spank_log_error!("{e}");
+            self.shown(e)
+        })?;
         if matches!(
             context,
             Context::Local | Context::Remote | Context::Allocator

@@ -63,6 +63,16 @@ fn mutate(rng: &mut Rng, seed: &str, alphabet: &[u8]) -> String {
 
 type Parser = fn(&str) -> bool;
 
+/// A parser under test: its name, the bytes its random inputs use, valid seeds to mutate, the
+/// longest random input, and the call.
+type Case = (
+    &'static str,
+    &'static [u8],
+    Vec<&'static str>,
+    usize,
+    Parser,
+);
+
 fn main() {
     let n: usize = std::env::args()
         .nth(1)
@@ -70,7 +80,7 @@ fn main() {
         .unwrap_or(1_000_000);
     let mut rng = Rng(0x1a2b_3c4d_5e6f_7081);
     let tokens = b"nbsDNLch123456789:,0 xnone";
-    let cases: Vec<(&str, &[u8], Vec<&str>, usize, Parser)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "layout",
             tokens,

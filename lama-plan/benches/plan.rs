@@ -14,21 +14,7 @@ use std::hint::black_box;
 fn bench(c: &mut Criterion) {
     let node = Machine::synthetic("pack:2 numa:2 core:6 pu:1").expect("a synthetic node");
     for (label, switches, per_switch, x, y) in [("96", 1, 4, 12, 8), ("2112", 4, 22, 48, 44)] {
-        let names: Vec<String> = (1..=switches * per_switch)
-            .map(|i| format!("n{i}"))
-            .collect();
-        let mut conf = String::new();
-        for s in 0..switches {
-            conf += &format!(
-                "SwitchName=leaf{s} Nodes=n[{}-{}]\n",
-                s * per_switch + 1,
-                (s + 1) * per_switch
-            );
-        }
-        if switches > 1 {
-            conf += &format!("SwitchName=top Switches=leaf[0-{}]\n", switches - 1);
-        }
-        let network = Network::parse(&conf).expect("a valid topology.conf");
+        let (names, network) = Network::fat_tree(switches, per_switch);
         let system = System::new(
             vec![&node; names.len()],
             &names,

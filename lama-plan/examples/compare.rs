@@ -48,21 +48,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for (label, switches, per_switch, cases) in shapes {
-        let names: Vec<String> = (1..=switches * per_switch)
-            .map(|i| format!("n{i}"))
-            .collect();
-        let mut conf = String::new();
-        for s in 0..switches {
-            conf += &format!(
-                "SwitchName=leaf{s} Nodes=n[{}-{}]\n",
-                s * per_switch + 1,
-                (s + 1) * per_switch
-            );
-        }
-        if switches > 1 {
-            conf += &format!("SwitchName=top Switches=leaf[0-{}]\n", switches - 1);
-        }
-        let network = Network::parse(&conf).expect("a valid topology.conf");
+        let (names, network) = Network::fat_tree(switches, per_switch);
         let machines = vec![&node; names.len()];
         let system = System::new(machines, &names, &network, Distances::default())
             .expect("every node on a switch");

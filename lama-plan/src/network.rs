@@ -155,6 +155,28 @@ impl Network {
     pub fn name(&self, switch: usize) -> &str {
         &self.names[switch]
     }
+
+    /// A fat tree for examples and benchmarks: `switches` leaf switches of `per_switch` nodes
+    /// named `n1`, `n2`, ..., under one top switch when there are several leaves. Returns the
+    /// node names in order and the network, written as a `topology.conf` and parsed.
+    pub fn fat_tree(switches: usize, per_switch: usize) -> (Vec<String>, Network) {
+        let names: Vec<String> = (1..=switches * per_switch)
+            .map(|i| format!("n{i}"))
+            .collect();
+        let mut conf = String::new();
+        for s in 0..switches {
+            conf += &format!(
+                "SwitchName=leaf{s} Nodes=n[{}-{}]\n",
+                s * per_switch + 1,
+                (s + 1) * per_switch
+            );
+        }
+        if switches > 1 {
+            conf += &format!("SwitchName=top Switches=leaf[0-{}]\n", switches - 1);
+        }
+        let network = Network::parse(&conf).unwrap_or_else(|_| Network::single_switch(&names));
+        (names, network)
+    }
 }
 
 #[cfg(test)]
@@ -176,6 +198,15 @@ mod tests {
         assert_eq!(name(net.path("node2").unwrap()), ["s1", "top"]);
         assert_eq!(name(net.path("node3").unwrap()), ["s2", "top"]);
         assert_eq!(net.path("node9"), None);
+        let (names, tree) = Network::fat_tree(2, 3);
+        assert_eq!(names.len(), 6);
+        let path: Vec<&str> = tree
+            .path("n4")
+            .unwrap()
+            .iter()
+            .map(|&s| tree.name(s))
+            .collect();
+        assert_eq!(path, ["leaf1", "top"]);
         let one = Network::single_switch(&["a".to_string()]);
         assert_eq!(one.path("a"), Some(vec![0]));
     }

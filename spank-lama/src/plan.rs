@@ -193,6 +193,9 @@ pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<Plan>, Pl
                 with.join(", ")
             )));
         }
+        if let Some(m) = &user.membind {
+            Membind::parse(m).map_err(syntax("--lama-membind"))?;
+        }
         // The plan is applied on its own (see `planned_tasks`).
         return Ok(None);
     }
@@ -321,20 +324,7 @@ pub fn place_local(
             mems: numa_nodes(machine, &info.bound_logical),
             cpus: info.cpus,
             picture,
-            omp_places: places
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{{{}}}",
-                        p.cpus()
-                            .iter()
-                            .map(u32::to_string)
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(","),
+            omp_places: omp_place_list(&places),
             omp_place_count: places.len(),
         });
     }
@@ -351,18 +341,36 @@ pub fn place_local(
     })
 }
 
+/// What a step is on this node: the node's name, the global ranks of its local tasks (by local
+/// id), the step's task count, and the CPUs the step may use here.
+#[derive(Debug, Clone, Copy)]
+pub struct StepHere<'a> {
+    /// The node's short host name.
+    pub node: &'a str,
+    /// `globals[i]` is the global rank of local task `i`.
+    pub globals: &'a [u32],
+    /// The step's task count.
+    pub total: u32,
+    /// The step's CPUs on this node.
+    pub cpus: &'a CpuList,
+}
+
 /// This node's tasks from a plan file: `globals[i]` is the global rank of local task `i`,
 /// `total` the step's task count, `step_cpus` the CPUs the step has here. Every mismatch is
 /// an error that says what does not fit, found before any task is bound.
 pub fn planned_tasks(
     machine: &Machine,
     file: &lama_engine::PlanFile,
-    node: &str,
-    globals: &[u32],
-    total: u32,
-    step_cpus: &CpuList,
+    step: &StepHere<'_>,
     verbose: bool,
+    omp: bool,
 ) -> Result<Vec<TaskPlacement>, String> {
+    let StepHere {
+        node,
+        globals,
+        total,
+        cpus: step_cpus,
+    } = *step;
     if file.ranks.len() != total as usize {
         return Err(format!(
             "the plan is for {} ranks but the step has {total} tasks: launch with -n{}",
@@ -417,8 +425,16 @@ pub fn planned_tasks(
             } else {
                 String::new()
             },
-            omp_places: String::new(),
-            omp_place_count: 0,
+            omp_places: if omp {
+                omp_place_list(&omp_places(machine, &bound, false))
+            } else {
+                String::new()
+            },
+            omp_place_count: if omp {
+                omp_places(machine, &bound, false).len()
+            } else {
+                0
+            },
             mems: numa_nodes(machine, &bound),
         });
     }
@@ -482,6 +498,18 @@ pub fn cores_to_cpus(machine: &Machine, cores: &CpuList) -> Result<CpuList, Stri
         return Err("no allocated core".to_string());
     }
     Ok(CpuList::from_cpus(cpus))
+}
+
+/// OpenMP places as `OMP_PLACES` writes them: `{0,36},{1,37}`.
+fn omp_place_list(places: &[CpuList]) -> String {
+    places
+        .iter()
+        .map(|p| {
+            let cpus: Vec<String> = p.cpus().iter().map(u32::to_string).collect();
+            format!("{{{}}}", cpus.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The bound PUs (logical indexes) as OpenMP places in logical order: one per core (its bound
@@ -655,6 +683,12 @@ pub fn planned_environment(
     task: &TaskPlacement,
     mems: Option<(Membind, &CpuList)>,
 ) -> Vec<(&'static str, String)> {
+    let omp = (!task.omp_places.is_empty()).then(|| {
+        [
+            ("OMP_PLACES", task.omp_places.clone()),
+            ("OMP_PROC_BIND", "close".to_string()),
+        ]
+    });
     let mut env = vec![
         ("LAMA_PLAN", "1".to_string()),
         ("LAMA_CPUS", task.cpus.to_string()),
@@ -665,6 +699,7 @@ pub fn planned_environment(
         env.push(("LAMA_MEMS", m.to_string()));
         env.push(("LAMA_MEMBIND", policy.to_string()));
     }
+    env.extend(omp.into_iter().flatten());
     env
 }
 
@@ -1010,10 +1045,27 @@ mod tests {
         )
         .unwrap();
         let all = CpuList::parse("0-3").unwrap();
-        let tasks = planned_tasks(&m, &file, "n1", &[0, 2], 3, &all, true).unwrap();
+        fn here<'a>(
+            node: &'a str,
+            globals: &'a [u32],
+            total: u32,
+            cpus: &'a CpuList,
+        ) -> StepHere<'a> {
+            StepHere {
+                node,
+                globals,
+                total,
+                cpus,
+            }
+        }
+        let tasks = planned_tasks(&m, &file, &here("n1", &[0, 2], 3, &all), true, true).unwrap();
         assert_eq!(tasks[0].cpus.to_string(), "2");
         assert_eq!(tasks[1].cpus.to_string(), "0-1");
         assert_eq!(tasks[1].picture, "[B/B][./.]");
+        assert_eq!(tasks[1].omp_places, "{0},{1}");
+        let env = planned_environment(&tasks[1], None);
+        assert!(env.contains(&("OMP_PLACES", "{0},{1}".to_string())));
+        assert!(env.contains(&("LAMA_CPUS", "0-1".to_string())));
         for (node, globals, total, cpus, why) in [
             (
                 "n1",
@@ -1044,30 +1096,15 @@ mod tests {
                 "rank 2 is planned on CPUs 0-1 but this step has only 1-3",
             ),
         ] {
-            let e = planned_tasks(
-                &m,
-                &file,
-                node,
-                &globals,
-                total,
-                &CpuList::parse(cpus).unwrap(),
-                false,
-            )
-            .unwrap_err();
+            let cpus = CpuList::parse(cpus).unwrap();
+            let e = planned_tasks(&m, &file, &here(node, &globals, total, &cpus), false, false)
+                .unwrap_err();
             assert!(e.starts_with(why), "{e}");
         }
         let far =
             lama_engine::PlanFile::parse("lama-plan 1\nranks 1\nrank 0 n1 pu 9 cpus 9\n").unwrap();
-        let e = planned_tasks(
-            &m,
-            &far,
-            "n1",
-            &[0],
-            1,
-            &CpuList::parse("0-9").unwrap(),
-            false,
-        )
-        .unwrap_err();
+        let wide = CpuList::parse("0-9").unwrap();
+        let e = planned_tasks(&m, &far, &here("n1", &[0], 1, &wide), false, false).unwrap_err();
         assert!(e.contains("PU 9 is not in n1's topology"), "{e}");
     }
 

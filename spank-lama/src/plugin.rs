@@ -357,15 +357,13 @@ impl Lama {
             globals.push(spank.local_to_global_id(local).map_err(|e| e.to_string())?);
         }
         let verbose = user.verbose || self.site.verbose;
-        self.tasks = plan::planned_tasks(
-            &resolved.machine,
-            &file,
-            &self.node,
-            &globals,
+        let here = plan::StepHere {
+            node: &self.node,
+            globals: &globals,
             total,
-            &cpus,
-            verbose,
-        )?;
+            cpus: &cpus,
+        };
+        self.tasks = plan::planned_tasks(&resolved.machine, &file, &here, verbose, user.omp)?;
         self.planned = Some((membind, verbose));
         tracing::info!(node = %self.node, job, step, source = %resolved.source, cpus = %cpus,
             "lama: applied a plan to {} task(s)", ntasks);
@@ -511,9 +509,15 @@ unsafe impl Plugin for Lama {
     }
 
     fn task_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
-        // The plan's text is for the plugin, not the application.
-        if spank.getenv(plan::PLAN_VARIABLE)?.is_some() {
-            spank.unsetenv(plan::PLAN_VARIABLE)?;
+        // The plan's text is for the plugin, not the application. (Never fatal: this runs in
+        // every task of every step.)
+        if spank.getenv(plan::PLAN_VARIABLE).ok().flatten().is_some() {
+            if let Err(e) = spank.unsetenv(plan::PLAN_VARIABLE) {
+                tracing::warn!(
+                    "lama: cannot remove {} from the task: {e}",
+                    plan::PLAN_VARIABLE
+                );
+            }
         }
         if let Some((membind, verbose)) = self.planned {
             return self.task_init_planned(spank, membind, verbose);
@@ -586,6 +590,9 @@ impl Lama {
         }
         for (name, value) in plan::planned_environment(task, mems.as_ref().map(|m| (membind, m))) {
             spank.setenv(name, value, true)?;
+        }
+        if task.omp_place_count > 0 && spank.getenv("OMP_NUM_THREADS")?.is_none() {
+            spank.setenv("OMP_NUM_THREADS", task.omp_place_count.to_string(), true)?;
         }
         if verbose {
             spank_log_user!(

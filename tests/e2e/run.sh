@@ -553,10 +553,13 @@ t_bad_plan_refused() {
     release "$holder" || return 1
     [ $rc -ne 0 ] || fail "srun ran a plan outside its cpuset" || return 1
     grep -qF "rank 0 is planned on CPUs 0 but this step has only 1 on node3" "$work/err" || fail "cpuset: $(cat "$work/err")" || return 1
-    # --lama-plan with --lama-map.
+    # --lama-plan with --lama-map, or with a bad --lama-membind.
     as_user srun -n1 --lama-plan=/tmp/ring6.lama --lama-map=scbnh true > /dev/null 2> "$work/err" \
         && { fail "srun ran --lama-plan with --lama-map"; return 1; }
-    grep -qF "cannot be combined with --lama-map" "$work/err" || fail "combined: $(cat "$work/err")"
+    grep -qF "cannot be combined with --lama-map" "$work/err" || fail "combined: $(cat "$work/err")" || return 1
+    as_user srun -n6 --lama-plan=/tmp/ring6.lama --lama-membind=strict true > /dev/null 2> "$work/err" \
+        && { fail "srun ran --lama-plan with --lama-membind=strict"; return 1; }
+    grep -qF "invalid memory binding 'strict'" "$work/err" || fail "membind: $(cat "$work/err")"
 }
 
 # --- the configuration matrix (tests/e2e/matrix.sh runs each on its docker/configs/ row) -------

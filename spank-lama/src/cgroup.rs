@@ -218,6 +218,25 @@ pub fn step_cpus(job: u32, step: u32) -> Result<CpuList, String> {
     step_cpus_in(Path::new("/"), job, step)
 }
 
+/// The step's CPUs on this node with the file they were read from.
+pub fn step_cpus_with_file(job: u32, step: u32) -> Result<(CpuList, PathBuf), String> {
+    let file = step_file_in(Path::new("/"), job, step)?;
+    Ok((read_cpus(Path::new("/"), &file)?, file))
+}
+
+/// The cgroup version a cpuset file from [`step_cpuset_file`] belongs to: cgroup v2 exposes
+/// `cpuset.cpus.effective`, cgroup v1's step directory `cpuset.cpus`.
+pub fn cgroup_version(file: &Path) -> u8 {
+    if file
+        .file_name()
+        .is_some_and(|n| n == "cpuset.cpus.effective")
+    {
+        2
+    } else {
+        1
+    }
+}
+
 /// The job's CPUs on this node (what Slurm allocated to the job here, which tells how Slurm
 /// counts CPUs: see `lama_engine::CpuUnit::detect`).
 pub fn job_cpus(job: u32, step: u32) -> Result<CpuList, String> {
@@ -227,6 +246,14 @@ pub fn job_cpus(job: u32, step: u32) -> Result<CpuList, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cgroup_version_follows_the_file_name() {
+        let v1 = step_cpuset_file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 0).unwrap();
+        assert_eq!(cgroup_version(&v1), 1);
+        let v2 = step_cpuset_file(V2_CGROUP, Some(V2_MOUNTINFO), 42, 3).unwrap();
+        assert_eq!(cgroup_version(&v2), 2);
+    }
 
     const V1_CGROUP: &str = "12:pids:/slurm/uid_1000/job_42/step_0\n\
         5:cpuset:/slurm/uid_1000/job_42/step_0\n\

@@ -288,8 +288,17 @@ fn step_cpus_here(
     job: u32,
     step: u32,
 ) -> Result<lama_engine::CpuList, String> {
-    let why = match cgroup::step_cpus(job, step) {
-        Ok(c) => return Ok(c),
+    let why = match cgroup::step_cpus_with_file(job, step) {
+        Ok((c, file)) => {
+            tracing::info!(
+                job,
+                step,
+                "lama: step cpuset from cgroup v{} {}: {c}",
+                cgroup::cgroup_version(&file),
+                file.display()
+            );
+            return Ok(c);
+        }
         Err(why) => why,
     };
     let cores = spank

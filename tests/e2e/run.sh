@@ -257,7 +257,10 @@ t_step_cpuset_is_honoured() {
     # By hand: the free CPU is the other one than the holder's.
     local held
     held=$(on node3 sh -c "cat /sys/fs/cgroup/cpuset/slurm*/uid_*/job_$holder/cpuset.cpus 2>/dev/null" | head -n1)
-    [ -z "$held" ] || [ "$held" != "$given" ] || fail "the step got the held CPU $held"
+    [ -z "$held" ] || [ "$held" != "$given" ] || fail "the step got the held CPU $held" || return 1
+    # The plugin says where the step's CPUs came from: cgroup v1's step cpuset on this cluster.
+    on node3 grep -qE "lama: step cpuset from cgroup v1 /sys/fs/cgroup/cpuset/.*/job_[0-9]+/step_[0-9]+/cpuset.cpus: " \
+        /var/log/slurm/slurmd.log || fail "slurmd's log does not name the cgroup v1 step cpuset"
 }
 
 expect_refused() { # WHAT-STDERR-CONTAINS SRUN-ARGS...

@@ -14,6 +14,10 @@ use std::path::PathBuf;
 /// Default location of Slurm's cached whole-node topology (Debian's `SlurmdSpoolDir`).
 pub const DEFAULT_SLURM_XML: &str = "/var/lib/slurm/slurmd/hwloc_topo_whole.xml";
 
+/// Default location of LAMA's own cached topology, written at slurmd start (Debian's
+/// `SlurmdSpoolDir`, beside Slurm's file, which Slurm ≥ 25.05 no longer writes).
+pub const DEFAULT_TOPOLOGY_CACHE: &str = "/var/lib/slurm/slurmd/lama_topology.xml";
+
 /// What to do when a site default cannot be placed for a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnFailure {
@@ -47,6 +51,8 @@ pub struct SiteConfig {
     pub topology: Option<String>,
     /// Slurm's cached XML.
     pub slurm_xml: PathBuf,
+    /// LAMA's own cached XML, written when slurmd starts (`None`: neither written nor read).
+    pub topology_cache: Option<PathBuf>,
     /// Print the per-task verbose line for every step LAMA places.
     pub verbose: bool,
     /// What to do when the site default cannot be placed.
@@ -65,6 +71,7 @@ impl Default for SiteConfig {
             user_options: true,
             topology: None,
             slurm_xml: PathBuf::from(DEFAULT_SLURM_XML),
+            topology_cache: Some(PathBuf::from(DEFAULT_TOPOLOGY_CACHE)),
             verbose: false,
             on_default_failure: OnFailure::Warn,
         }
@@ -93,7 +100,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The keys, with the form of their values, for messages.
-pub const KEYS: [(&str, &str); 12] = [
+pub const KEYS: [(&str, &str); 13] = [
     (
         "config",
         "path of a TOML file with these keys (plugstack.conf only)",
@@ -107,6 +114,10 @@ pub const KEYS: [(&str, &str); 12] = [
     ("user_options", "yes or no"),
     ("topology", "path of the node's hwloc XML, %n = node name"),
     ("slurm_xml", "path of Slurm's hwloc_topo_whole.xml"),
+    (
+        "topology_cache",
+        "path of the topology LAMA caches when slurmd starts, or none",
+    ),
     ("verbose", "yes or no"),
     ("on_default_failure", "warn or fail"),
 ];
@@ -164,6 +175,13 @@ impl SiteConfig {
             "user_options" => self.user_options = boolean(key, value)?,
             "topology" => self.topology = Some(absolute_path(key, value)?),
             "slurm_xml" => self.slurm_xml = PathBuf::from(absolute_path(key, value)?),
+            "topology_cache" => {
+                self.topology_cache = if value == "none" {
+                    None
+                } else {
+                    Some(PathBuf::from(absolute_path(key, value)?))
+                }
+            }
             "verbose" => self.verbose = boolean(key, value)?,
             "on_default_failure" => {
                 self.on_default_failure = match value {
@@ -289,6 +307,7 @@ mod tests {
                 "on_default_failure=fail",
                 "membind=preferred",
                 "cpu_unit=core",
+                "topology_cache=none",
             ],
             no_file,
         )
@@ -301,6 +320,7 @@ mod tests {
         assert_eq!(cfg.order, Order::Sequential);
         assert!(!cfg.user_options && cfg.verbose);
         assert_eq!(cfg.on_default_failure, OnFailure::Fail);
+        assert_eq!(cfg.topology_cache, None);
         assert_eq!(
             cfg.topology_for("node1").unwrap().unwrap(),
             PathBuf::from("/etc/slurm/topo/node1.xml")
@@ -328,7 +348,7 @@ mod tests {
             e.to_string(),
             "lama: invalid site configuration in plugstack.conf: unknown key 'mapp' (known keys: \
              config, map, bind, membind, cpu_unit, mppr, order, user_options, topology, \
-             slurm_xml, verbose, on_default_failure)"
+             slurm_xml, topology_cache, verbose, on_default_failure)"
         );
         let e = SiteConfig::from_args(&["map=scbnx"], no_file).unwrap_err();
         assert!(e
@@ -346,6 +366,8 @@ mod tests {
         let e = SiteConfig::from_args(&["cpu_unit=socket"], no_file).unwrap_err();
         assert!(e.message.contains("expected auto, thread or core"), "{e}");
         assert!(SiteConfig::from_args(&["topology=relative/x.xml"], no_file).is_err());
+        let e = SiteConfig::from_args(&["topology_cache=cache.xml"], no_file).unwrap_err();
+        assert!(e.message.contains("expected an absolute path"), "{e}");
         let e = SiteConfig::from_args(&["config=/etc/slurm/lama.toml"], no_file).unwrap_err();
         assert!(e.message.contains("cannot read it"));
         let bad_toml = |_: &str| Ok("map = 3\n".to_string());

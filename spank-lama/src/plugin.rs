@@ -143,15 +143,46 @@ impl Lama {
 }
 
 impl Lama {
-    /// Computes this node's placement for the step, or explains why not. Returns the plan
-    /// with the binding this node uses.
-    fn place_step(&mut self, spank: &SpankHandle, plan: &Plan) -> Result<Plan, String> {
+    /// This node's topology from the first usable source, with the time it took in
+    /// microseconds; each source skipped is logged with its reason.
+    fn node_topology(&self) -> Result<(topo_source::Resolved, u128), String> {
+        let start = std::time::Instant::now();
         let online = lama_hwloc::online_cpus().map_err(|e| e.to_string())?;
         let resolved = topo_source::node_topology_live(&self.site, &self.node, &online)
             .map_err(|e| format!("cannot get this node's topology: {e}"))?;
         for skipped in &resolved.skipped {
             tracing::info!(node = %self.node, "lama: topology source skipped: {skipped}");
         }
+        Ok((resolved, start.elapsed().as_micros()))
+    }
+
+    /// slurmd is starting: cache the node's topology for the steps (`topology_cache=`). A
+    /// failure is logged and slurmd starts anyway; steps then use the next source.
+    fn cache_topology(&self) {
+        let Some(path) = &self.site.topology_cache else {
+            tracing::info!(node = %self.node, "lama: topology_cache=none: no topology cached");
+            return;
+        };
+        match crate::topo_cache::export(path, || lama_hwloc::export_xml(&lama_hwloc::Source::Live))
+        {
+            Ok(done) => tracing::info!(
+                node = %self.node,
+                "lama: topology cached in {} ({} bytes, {} ms)",
+                path.display(),
+                done.bytes,
+                done.millis
+            ),
+            Err(e) => tracing::warn!(
+                node = %self.node,
+                "lama: topology not cached ({e}); steps use the next topology source"
+            ),
+        }
+    }
+
+    /// Computes this node's placement for the step, or explains why not. Returns the plan
+    /// with the binding this node uses.
+    fn place_step(&mut self, spank: &SpankHandle, plan: &Plan) -> Result<Plan, String> {
+        let (resolved, micros) = self.node_topology()?;
         let job = spank.job_id().map_err(|e| e.to_string())?;
         let step = spank.job_stepid().map_err(|e| e.to_string())?;
         let cpus = step_cpus_here(spank, &resolved.machine, job, step)?;
@@ -192,8 +223,8 @@ impl Lama {
             ..plan.clone()
         };
         tracing::info!(
-            node = %self.node, job, step, source = %resolved.source, cpus = %cpus,
-            cpus_per_task = self.cpus.per_task, cpu_unit = self.cpus.unit.name(),
+            node = %self.node, job, step, source = %resolved.source, topology_us = micros,
+            cpus = %cpus, cpus_per_task = self.cpus.per_task, cpu_unit = self.cpus.unit.name(),
             "lama: placed {} task(s) with layout {} binding {} membind {}",
             ntasks, plan.layout, local.bind, plan.membind
         );
@@ -353,9 +384,7 @@ impl Lama {
             Some(m) => lama_engine::Membind::parse(m).map_err(|d| d.headline())?,
             None => self.site.membind,
         };
-        let online = lama_hwloc::online_cpus().map_err(|e| e.to_string())?;
-        let resolved = topo_source::node_topology_live(&self.site, &self.node, &online)
-            .map_err(|e| format!("cannot get this node's topology: {e}"))?;
+        let (resolved, micros) = self.node_topology()?;
         let job = spank.job_id().map_err(|e| e.to_string())?;
         let step = spank.job_stepid().map_err(|e| e.to_string())?;
         let cpus = step_cpus_here(spank, &resolved.machine, job, step)?;
@@ -374,8 +403,8 @@ impl Lama {
         };
         self.tasks = plan::planned_tasks(&resolved.machine, &file, &here, verbose, user.omp)?;
         self.planned = Some((membind, verbose));
-        tracing::info!(node = %self.node, job, step, source = %resolved.source, cpus = %cpus,
-            "lama: applied a plan to {} task(s)", ntasks);
+        tracing::info!(node = %self.node, job, step, source = %resolved.source,
+            topology_us = micros, cpus = %cpus, "lama: applied a plan to {} task(s)", ntasks);
         Ok(())
     }
 }
@@ -405,6 +434,10 @@ unsafe impl Plugin for Lama {
             slurm_spank::spank_log_error!("{e}");
             self.shown(e)
         })?;
+        if context == Context::Slurmd {
+            self.node = short_host_name();
+            self.cache_topology();
+        }
         if matches!(
             context,
             Context::Local | Context::Remote | Context::Allocator

@@ -1,7 +1,9 @@
 //! The node's topology, from the first usable source (SPEC §3.3):
 //! 1. the admin's file (`topology=`, `%n` = node name);
 //! 2. Slurm's cached `hwloc_topo_whole.xml` (Slurm 18.08–24.11);
-//! 3. live hwloc discovery.
+//! 3. LAMA's own cached topology (`topology_cache=`), written when slurmd starts
+//!    ([`crate::topo_cache`]; what Slurm ≥ 25.05 no longer writes);
+//! 4. live hwloc discovery.
 //!
 //! A file is used only if it describes this node: its PUs are exactly the online CPUs of the
 //! running system. A missing, unreadable, corrupt or stale file is skipped with a reason that
@@ -20,6 +22,8 @@ pub enum SourceKind {
     Admin(PathBuf),
     /// Slurm's cached XML.
     SlurmCache(PathBuf),
+    /// LAMA's own cached XML.
+    LamaCache(PathBuf),
     /// Live discovery.
     Live,
 }
@@ -29,6 +33,7 @@ impl fmt::Display for SourceKind {
         match self {
             SourceKind::Admin(p) => write!(f, "admin file {}", p.display()),
             SourceKind::SlurmCache(p) => write!(f, "Slurm's cached {}", p.display()),
+            SourceKind::LamaCache(p) => write!(f, "LAMA's cached {}", p.display()),
             SourceKind::Live => f.write_str("live discovery"),
         }
     }
@@ -81,23 +86,34 @@ pub fn node_topology(
         Some(Err(why)) => skipped.push(format!("admin topology: {why}")),
         None => {}
     }
-    let cache = &site.slurm_xml;
-    if cache.exists() {
-        match from_file(cache, online) {
+    let caches = [
+        (
+            "Slurm's cached topology",
+            Some(&site.slurm_xml),
+            SourceKind::SlurmCache as fn(_) -> _,
+        ),
+        (
+            "LAMA's cached topology",
+            site.topology_cache.as_ref(),
+            SourceKind::LamaCache,
+        ),
+    ];
+    for (what, path, kind) in caches {
+        let Some(path) = path else { continue };
+        if !path.exists() {
+            skipped.push(format!("{what}: {} does not exist", path.display()));
+            continue;
+        }
+        match from_file(path, online) {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,
-                    source: SourceKind::SlurmCache(cache.clone()),
+                    source: kind(path.clone()),
                     skipped,
                 })
             }
-            Err(why) => skipped.push(format!("Slurm's cached topology: {why}")),
+            Err(why) => skipped.push(format!("{what}: {why}")),
         }
-    } else {
-        skipped.push(format!(
-            "Slurm's cached topology: {} does not exist",
-            cache.display()
-        ));
     }
     let machine = live().map_err(|e| e.to_string())?;
     Ok(Resolved {
@@ -132,6 +148,7 @@ mod tests {
         SiteConfig {
             topology: admin.map(|a| dir.join(a).to_string_lossy().into_owned()),
             slurm_xml: dir.join("hwloc_topo_whole.xml"),
+            topology_cache: Some(dir.join("lama_topology.xml")),
             ..SiteConfig::default()
         }
     }
@@ -167,6 +184,40 @@ mod tests {
     }
 
     #[test]
+    fn lama_cache_after_slurm_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("lama_topology.xml");
+        std::fs::write(&ours, xml_of("pack:2 core:2 pu:1")).unwrap();
+        let online = CpuList::parse("0-3").unwrap();
+        // Slurm >= 25.05: no Slurm cache, LAMA's is used.
+        let r = node_topology(&site(dir.path(), None), "n", &online, live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
+        assert_eq!(r.machine.pus().len(), 4);
+        assert_eq!(r.skipped.len(), 1);
+        // Both: Slurm's comes first.
+        std::fs::write(
+            dir.path().join("hwloc_topo_whole.xml"),
+            xml_of("pack:1 core:2 pu:2"),
+        )
+        .unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &online, live_marker).unwrap();
+        assert!(matches!(r.source, SourceKind::SlurmCache(_)));
+        // A stale cache of ours is skipped with the reason; topology_cache=none reads nothing.
+        std::fs::remove_file(dir.path().join("hwloc_topo_whole.xml")).unwrap();
+        let two = CpuList::parse("0-1").unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &two, live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::Live);
+        assert!(r.skipped[1].contains("is stale"), "{:?}", r.skipped);
+        let off = SiteConfig {
+            topology_cache: None,
+            ..site(dir.path(), None)
+        };
+        let r = node_topology(&off, "n", &online, live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::Live);
+        assert_eq!(r.skipped.len(), 1);
+    }
+
+    #[test]
     fn stale_corrupt_and_missing_files_fall_back_with_reasons() {
         let dir = tempfile::tempdir().unwrap();
         // Admin file is corrupt; Slurm's cache describes 8 CPUs while 4 are online.
@@ -180,7 +231,7 @@ mod tests {
         let r =
             node_topology(&site(dir.path(), Some("%n.xml")), "n", &online, live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
-        assert_eq!(r.skipped.len(), 2);
+        assert_eq!(r.skipped.len(), 3);
         assert!(
             r.skipped[0].contains("is not a valid hwloc XML topology"),
             "{:?}",
@@ -208,6 +259,12 @@ mod tests {
             r.skipped
         );
         assert!(r.skipped[1].contains("does not exist"), "{:?}", r.skipped);
+        assert!(
+            r.skipped[2].starts_with("LAMA's cached topology: ")
+                && r.skipped[2].contains("does not exist"),
+            "{:?}",
+            r.skipped
+        );
 
         // An unusable node name.
         let r = node_topology(

@@ -1,0 +1,123 @@
+//! LAMA's own topology cache (`topology_cache=`, SPEC §3.3).
+//!
+//! Slurm 18.08–24.11 writes the node's whole topology to `SlurmdSpoolDir/hwloc_topo_whole.xml`
+//! when slurmd starts; from 25.05 on it no longer does, and every step would pay for a live
+//! hwloc discovery. So when slurmd starts (the SPANK `slurmd` context, as root) the plugin
+//! exports the node's topology once, and steps read it with the same staleness check as
+//! Slurm's file ([`crate::topo_source`]).
+//!
+//! The file is written atomically: a temporary file in the same directory, synced, then
+//! renamed over the old one, so a step never reads half a file. Mode 0644: steps read it as
+//! root, and users may preview with it (`lama map --topology`). A failure is returned for the
+//! caller to log; slurmd starts anyway and steps fall back to the next source.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// Writes `contents` to `path` atomically with mode 0644.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        // The mode is also set explicitly: the process umask may have narrowed it.
+        file.set_permissions(fs::Permissions::from_mode(0o644))?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// What [`export`] did, for slurmd's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exported {
+    /// Bytes written.
+    pub bytes: usize,
+    /// Time taken by discovery and export, in milliseconds.
+    pub millis: u128,
+}
+
+/// Exports this node's topology (`xml` performs the discovery and export; a parameter so
+/// tests need no particular host) to `path`.
+pub fn export(
+    path: &Path,
+    xml: impl FnOnce() -> Result<String, lama_hwloc::LoadError>,
+) -> Result<Exported, String> {
+    let start = std::time::Instant::now();
+    let text = xml().map_err(|e| format!("cannot discover this node's topology: {e}"))?;
+    write_atomically(path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(Exported {
+        bytes: text.len(),
+        millis: start.elapsed().as_millis(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lama_hwloc::Source;
+
+    #[test]
+    fn written_atomically_with_mode_0644_and_readable_as_a_topology() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lama_topology.xml");
+        std::fs::write(&path, "old").unwrap();
+        let old_umask = unsafe { libc::umask(0o077) };
+        let done = export(&path, || {
+            lama_hwloc::export_xml(&Source::Synthetic("pack:2 core:2 pu:2".into()))
+        });
+        unsafe { libc::umask(old_umask) };
+        let done = done.unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+        assert_eq!(meta.len() as usize, done.bytes);
+        let machine = lama_hwloc::load(&Source::Xml(path.clone())).unwrap();
+        assert_eq!(machine.pus().len(), 8);
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("lama_topology.xml")]);
+    }
+
+    #[test]
+    fn failures_keep_the_old_file_and_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lama_topology.xml");
+        std::fs::write(&path, "old").unwrap();
+        let e = export(&path, || {
+            Err(lama_hwloc::LoadError::InvalidSynthetic("x".into()))
+        })
+        .unwrap_err();
+        assert!(
+            e.starts_with("cannot discover this node's topology: "),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        // A directory that does not exist (a SlurmdSpoolDir elsewhere).
+        let missing = dir.path().join("no/such/dir/lama_topology.xml");
+        let e = export(&missing, || Ok("<topology/>".into())).unwrap_err();
+        assert!(
+            e.contains("cannot write") && e.contains("No such file or directory"),
+            "{e}"
+        );
+    }
+}

@@ -12,8 +12,12 @@
 #   docker/cluster.sh logs     daemon logs of every member
 #   docker/cluster.sh status   health of every member and sinfo
 # Environment:
+#   LAMA_SLURM=24.11|26.05  the cluster's Slurm: 24.11 from Debian trixie (default) or 26.05 from
+#                        Debian sid; images, headers, the plugin's cargo target directory and
+#                        the default project name are kept apart per flavour
 #   LAMA_PLUGIN=none     up: start without the plugin (no cargo build; lama.conf removed)
-#   LAMA_CLUSTER=NAME    compose project name (default spank-lama): a second, independent
+#   LAMA_CLUSTER=NAME    compose project name (default spank-lama, spank-lama-2605 for
+#                        26.05): a second, independent
 #                        cluster beside the first one (its own network, staging and key)
 #   LAMA_UP_TIMEOUT=S    seconds to wait for the healthchecks (default 180)
 #   LAMA_CONFIG=NAME     up: a row of the configuration matrix, docker/configs/NAME.conf,
@@ -22,8 +26,16 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
 . "$top/scripts/lib.sh"
-build=$here/.build
-project=${LAMA_CLUSTER:-spank-lama}
+flavour=${LAMA_SLURM:-24.11}
+# Per flavour: the Debian suite, the build directory (headers, staging) and the plugin's cargo
+# target directory. 24.11 keeps the paths .cargo/config.toml names, so a plain `cargo build`
+# on the host builds for it.
+case "$flavour" in
+    24.11) suite=trixie; build=$here/.build; target=$top/target; default_project=spank-lama ;;
+    26.05) suite=sid; build=$here/.build/slurm-26.05; target=$top/target/slurm-26.05; default_project=spank-lama-2605 ;;
+    *) echo "cluster: LAMA_SLURM=$flavour is not a flavour: use 24.11 (Debian trixie) or 26.05 (Debian sid)" >&2; exit 2 ;;
+esac
+project=${LAMA_CLUSTER:-$default_project}
 # What the containers see as /opt/lama: munge key, spank_lama.so, plugstack.conf.example.
 if [ "$project" == spank-lama ]; then stage=$build/lama; else stage=$build/lama-$project; fi
 mkdir -p "$stage"
@@ -34,14 +46,19 @@ base_packages="slurmd,slurmctld,slurm-client,munge,hwloc,libhwloc15,libslurm-dev
 base_image() {
     local mirror hash tag
     mirror=$(debian_mirror)
-    hash=$(printf '%s\n' trixie "$mirror" "$base_packages" minbase v1 | sha256sum | cut -c1-12)
-    tag=spank-lama/trixie-base:$hash
+    hash=$(printf '%s\n' "$suite" "$mirror" "$base_packages" minbase v1 | sha256sum | cut -c1-12)
+    tag=spank-lama/$suite-base:$hash
     if ! docker image inspect "$tag" >/dev/null 2>&1; then
-        log "building the trixie base image from $mirror (mmdebstrap)"
+        log "building the $suite base image from $mirror (mmdebstrap)"
         rm -f "$build/rootfs.tar"
-        mmdebstrap --quiet --variant=minbase --include="$base_packages" \
-            trixie "$build/rootfs.tar" "$mirror" >&2
-        docker import "$build/rootfs.tar" "$tag" >/dev/null
+        # sid's Release file is valid for a week only: a mirror that is a snapshot older than
+        # that would be refused (seen here), so sid is fetched without the date check.
+        local opts=()
+        [ "$suite" != sid ] || opts+=(--aptopt='Acquire::Check-Valid-Until "false"')
+        # (Explicit returns: errexit does not reach inside the $(base_image) substitution.)
+        mmdebstrap --quiet --variant=minbase --include="$base_packages" "${opts[@]}" \
+            "$suite" "$build/rootfs.tar" "$mirror" >&2 || { echo "cluster: mmdebstrap $suite failed" >&2; return 1; }
+        docker import "$build/rootfs.tar" "$tag" >/dev/null || return 1
         rm -f "$build/rootfs.tar"
     fi
     echo "$tag"
@@ -54,7 +71,7 @@ node_image() {
     tag=spank-lama/node:$hash
     if ! docker image inspect "$tag" >/dev/null 2>&1; then
         log "building the node image"
-        docker build -q --build-arg BASE="$base" -t "$tag" "$here" >/dev/null
+        docker build -q --build-arg BASE="$base" -t "$tag" "$here" >/dev/null || return 1
     fi
     echo "$tag"
 }
@@ -84,13 +101,18 @@ cmd_plugin() {
     [ -f "$build/slurm-include/.base" ] || cmd_build
     local n
     n=$(awk '$2 == "SLURM_VERSION_NUMBER" { print $3 }' "$build/slurm-include/usr/include/slurm/slurm_version.h")
-    log "building spank_lama.so against the cluster's Slurm $((n >> 16)).$(((n >> 8) & 255)).$((n & 255)) headers"
-    # .cargo/config.toml points clang (CPATH) at the headers extracted by `build`.
-    (cd "$top" && cargo build --release --quiet -p spank-lama -p lama-cli)
+    log "building spank_lama.so against the cluster's Slurm $((n >> 16)).$(printf %02d $(((n >> 8) & 255))).$((n & 255)) headers (target ${target#"$top"/})"
+    # clang (bindgen) finds the headers extracted by `build` through CPATH, which overrides
+    # .cargo/config.toml's; each flavour has its own target directory so the two never mix.
+    (cd "$top" && CPATH=$build/slurm-include/usr/include CARGO_TARGET_DIR=$target \
+        cargo build --release --quiet -p spank-lama)
+    # The lama command does not depend on Slurm: one build serves every flavour.
+    (cd "$top" && cargo build --release --quiet -p lama-cli)
     # A new file each time (install unlinks first): a container that still maps the old one
     # keeps it; the members load the new one when `up` restarts them.
-    install -m 0755 "$top/target/release/libspank_lama.so" "$stage/spank_lama.so"
+    install -m 0755 "$target/release/libspank_lama.so" "$stage/spank_lama.so"
     install -m 0644 "$top/plugstack.conf.example" "$stage/plugstack.conf.example"
+    install -m 0755 "$top/scripts/install-plugin.sh" "$stage/install-plugin.sh"
 }
 
 compose() {
@@ -127,7 +149,7 @@ cmd_up() {
     cmd_build
     if [ "${LAMA_PLUGIN:-}" == none ]; then
         log "LAMA_PLUGIN=none: starting without the plugin"
-        rm -f "$stage/spank_lama.so" "$stage/plugstack.conf.example"
+        rm -f "$stage/spank_lama.so" "$stage/plugstack.conf.example" "$stage/install-plugin.sh"
     else
         cmd_plugin
     fi
@@ -139,7 +161,7 @@ cmd_up() {
     else
         rm -f "$stage/config.overlay"
     fi
-    log "starting the cluster ($project)"
+    log "starting the Slurm $flavour cluster ($project)"
     local t0=$SECONDS
     compose up -d --force-recreate --remove-orphans --quiet-pull >&2
     wait_healthy

@@ -14,15 +14,18 @@ remount_cgroups() {
     done
 }
 
-# The plugin under test, installed as a new file (never replaced in place under a running
-# daemon) at the path that plugstack.conf.example names, enabled with the example's non-comment
+# The plugin under test, installed by scripts/install-plugin.sh (which checks that it was built
+# for this Slurm) as a new file (never replaced in place under a running daemon) at the path
+# that plugstack.conf.example names, enabled with the example's non-comment
 # lines. No staged plugin: the cluster runs without it.
 install_plugin() {
     local example=/opt/lama/plugstack.conf.example path
     if [ -f /opt/lama/spank_lama.so ] && [ -f "$example" ]; then
         path=$(awk '!/^[[:space:]]*(#|$)/ { print $2; exit }' "$example")
         [ -n "$path" ] || { echo "entrypoint: no plugin line in $example" >&2; exit 1; }
-        install -D -m 0755 /opt/lama/spank_lama.so "$path"
+        # The site's install script: refuses a plugin built for another Slurm release.
+        sh /opt/lama/install-plugin.sh /opt/lama/spank_lama.so "$path" \
+            || { echo "entrypoint: the plugin was not installed" >&2; exit 1; }
         grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$example" > /etc/slurm/plugstack.conf.d/lama.conf
         echo "entrypoint: plugin installed as $path" >&2
     else
@@ -39,7 +42,9 @@ start_munge() {
 # A configuration row of the test matrix (docker/configs/NAME.conf, staged by cluster.sh as
 # /opt/lama/config.overlay): each line "slurm.conf KEY=VALUE" or "cgroup.conf KEY=VALUE" sets a
 # key (replacing the line that sets it, else appended), "node NAME KEY=VALUE" adds to that
-# node's NodeName line, "plugstack optional" makes the plugin line optional. Applied on every
+# node's NodeName line, "plugstack optional" makes the plugin line optional, "host-topology
+# NAME" lets that node's slurmd (and the plugin) discover the host's real topology instead of
+# its made-up XML (benchmarks of live discovery; NAME's slurm.conf line must match the host). Applied on every
 # member so that all daemons read the same configuration.
 apply_overlay() {
     local overlay=/opt/lama/config.overlay what a b key
@@ -56,6 +61,7 @@ apply_overlay() {
                 fi
                 ;;
             node) sed -i "s|^NodeName=$a .*|& $b|" /etc/slurm/slurm.conf ;;
+            host-topology) ;; # read by the node itself, below
             plugstack)
                 [ -f /etc/slurm/plugstack.conf.d/lama.conf ] && sed -i "s|^required |$a |" /etc/slurm/plugstack.conf.d/lama.conf
                 ;;
@@ -75,7 +81,11 @@ case "$role" in
     node)
         remount_cgroups
         node=$(hostname -s)
-        export HWLOC_XMLFILE=/etc/slurm/topology/$node.xml HWLOC_THISSYSTEM=1
+        if grep -qx "host-topology $node" /opt/lama/config.overlay 2>/dev/null; then
+            echo "entrypoint: $node discovers the host's real topology" >&2
+        else
+            export HWLOC_XMLFILE=/etc/slurm/topology/$node.xml HWLOC_THISSYSTEM=1
+        fi
         # slurmd under a supervisor, as systemd's Restart= keeps it on a real node: a slurmd
         # that dies (the fault tests kill it) is started again, and the steps it left running
         # go on. The container ends when it is stopped.

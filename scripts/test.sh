@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # Runs every test: unit, golden, property and integration tests of the crates (cargo test),
-# then the end-to-end tests on a docker Slurm cluster of their own (tests/e2e/ci.sh: started,
-# tested, daemon logs kept on failure, removed). Installs what it needs first.
+# then the whole end-to-end suite (tests, fault tests, configuration matrix) on a docker Slurm
+# cluster of its own for each supported Slurm: 24.11 (Debian trixie), then 26.05 (Debian sid)
+# (tests/e2e/ci.sh: started, tested, daemon logs kept on failure, removed). Installs what it
+# needs first. LAMA_SLURM=24.11 or 26.05 runs one flavour only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 start=$SECONDS
 
+flavours=(${LAMA_SLURM:-24.11 26.05})
 scripts/deps.sh
-# The cluster's Slurm headers are needed to build the plugin crate (see .cargo/config.toml).
-docker/cluster.sh build
+# The 24.11 cluster's Slurm headers are needed to build the plugin crate (.cargo/config.toml).
+LAMA_SLURM=24.11 docker/cluster.sh build
 
 log "cargo test --workspace"
 cargo test --workspace
 
-log "end-to-end tests on the docker cluster"
-tests/e2e/ci.sh
+rc=0
+for f in "${flavours[@]}"; do
+    log "end-to-end tests on the docker cluster, Slurm $f"
+    t=$SECONDS
+    LAMA_SLURM=$f tests/e2e/ci.sh || rc=1
+    log "Slurm $f: end-to-end tests took $((SECONDS - t))s"
+done
+[ $rc -eq 0 ] || { log "end-to-end tests failed"; exit 1; }
 
 log "all tests passed in $((SECONDS - start))s"

@@ -5,10 +5,14 @@
 # again. Exit status: the tests'.
 #   tests/e2e/ci.sh [--base] [TEST...]    (arguments go to tests/e2e/run.sh; with --base the
 #                                          cluster starts without the plugin)
-# Uses its own cluster (LAMA_CLUSTER, default spank-lama-ci) so a developer's cluster is untouched.
+# LAMA_SLURM=24.11|26.05 picks the cluster's Slurm (docker/cluster.sh). Uses its own cluster
+# (LAMA_CLUSTER, default spank-lama-ci, spank-lama-ci-2605 for 26.05) so a developer's
+# cluster is untouched.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-export LAMA_CLUSTER=${LAMA_CLUSTER:-spank-lama-ci}
+export LAMA_SLURM=${LAMA_SLURM:-24.11}
+if [ "$LAMA_SLURM" == 24.11 ]; then ci_project=spank-lama-ci; else ci_project=spank-lama-ci-${LAMA_SLURM//./}; fi
+export LAMA_CLUSTER=${LAMA_CLUSTER:-$ci_project}
 [ "${1:-}" == --base ] && export LAMA_PLUGIN=none
 
 "$top/scripts/deps.sh" || exit 1
@@ -20,7 +24,7 @@ if ! "$top/docker/cluster.sh" up; then
     echo "e2e: 0 passed, 1 failed"
     exit 1
 fi
-echo "e2e: cluster up in $((SECONDS - t0))s" >&2
+echo "e2e: Slurm $LAMA_SLURM cluster up in $((SECONDS - t0))s" >&2
 "$top/tests/e2e/run.sh" "$@"
 rc=$?
 # The configuration matrix and the fault tests, after the whole base suite (not with --base or
@@ -32,7 +36,7 @@ if [ $rc -eq 0 ] && [ $# -eq 0 ]; then
     "$top/tests/e2e/matrix.sh" || rc=1
 fi
 if [ $rc -ne 0 ]; then
-    logs=${TMPDIR:-/tmp}/spank-lama-e2e-logs.txt
+    logs=${TMPDIR:-/tmp}/spank-lama-e2e-logs-$LAMA_SLURM.txt
     "$top/docker/cluster.sh" logs > "$logs" 2>&1
     echo "e2e: daemon logs in $logs" >&2
 fi

@@ -11,6 +11,7 @@ pub mod bounded;
 pub mod cgroup;
 pub mod config;
 pub mod logging;
+pub mod options;
 pub mod plan;
 pub mod plugin;
 pub mod topo_cache;
@@ -68,6 +69,18 @@ mod exports {
     use slurm_spank::{Plugin, SLURM_VERSION_NUMBER, SPANK_PLUGIN};
 
     SPANK_PLUGIN!(b"lama", SLURM_VERSION_NUMBER, Lama);
+
+    /// Slurm ≥ 26.05: how a failed `slurm_spank_init` counts. Its spank(7) names draining
+    /// the node (`ESPANK_NODE_FAILURE`) as the default; the plugin asks for a job failure
+    /// instead. Its init fails only on a broken site configuration, which srun, reading the
+    /// same plugstack.conf, normally refuses before launch; a node whose own configuration
+    /// differs fails the step with the message and stays in service, as with Slurm 24.11,
+    /// which has no such setting and ignores the symbol (the e2e test
+    /// `t_node_configuration_error_fails_the_job_not_the_node` checks both). The value is
+    /// `ESPANK_JOB_FAILURE` of 26.05's `slurm_errno.h` (3012); the 24.11 headers, which the
+    /// default build uses, do not define it.
+    #[no_mangle]
+    pub static slurm_spank_init_failure_mode: std::os::raw::c_int = 3012;
 
     /// The Slurm version this plugin was built for, as text in the file (see [`built_for`]).
     #[used]

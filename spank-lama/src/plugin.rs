@@ -23,62 +23,7 @@ use std::error::Error;
 /// `SLURM_INTERACTIVE_STEP`, `SLURM_PENDING_STEP`).
 const SPECIAL_STEPS: [u32; 4] = [0xffff_fffb, 0xffff_fffc, 0xffff_fffa, 0xffff_fffd];
 
-const OPT_MAP: &str = "lama-map";
-const OPT_BIND: &str = "lama-bind";
-const OPT_MPPR: &str = "lama-mppr";
-const OPT_ORDER: &str = "lama-order";
-const OPT_VERBOSE: &str = "lama-verbose";
-const OPT_OMP: &str = "lama-omp";
-const OPT_MEMBIND: &str = "lama-membind";
-const OPT_PLAN: &str = "lama-plan";
-
-/// The options and their usage text (shown by `srun --help`).
-const OPTIONS: [(&str, Option<&str>, &str); 8] = [
-    (
-        OPT_MAP,
-        Some("layout"),
-        "LAMA mapping layout, leftmost level varies fastest: tokens n b s D N L3 L2 L1 c h \
-         (e.g. scbnh), or hwthread core l1cache l2cache l3cache numa socket node, or none",
-    ),
-    (
-        OPT_BIND,
-        Some("width"),
-        "LAMA binding: <count><level> (1c, 2c, 1L2, 1s, 1N ...), an alias, or none [default 1c]",
-    ),
-    (
-        OPT_MPPR,
-        Some("limits"),
-        "LAMA max processes per resource, e.g. 1:c,4:s [default: none]",
-    ),
-    (
-        OPT_ORDER,
-        Some("n|s"),
-        "LAMA rank order on a node: n natural, s sequential (follow the hardware) [default n]",
-    ),
-    (
-        OPT_PLAN,
-        Some("file"),
-        "apply a plan written by `lama plan` (read by srun/sbatch/salloc as you); launch with \
-         SLURM_HOSTFILE=<plan>.hosts and -m arbitrary; not with --lama-map",
-    ),
-    (
-        OPT_MEMBIND,
-        Some("local|preferred|none"),
-        "LAMA memory binding: allocate on the NUMA nodes of each task's CPU binding, only \
-         (local) or preferably (preferred) [default none]",
-    ),
-    (
-        OPT_VERBOSE,
-        None,
-        "print each task's LAMA placement and binding",
-    ),
-    (
-        OPT_OMP,
-        None,
-        "set OMP_PLACES (one place per bound core), OMP_PROC_BIND=close and, unless set, \
-         OMP_NUM_THREADS (-c if given) to match each task's LAMA binding",
-    ),
-];
+use crate::options::*;
 
 /// The plugin's state: the site configuration from `init`, and in slurmstepd the step's plan
 /// and this node's placement, computed in `user_init` and inherited by every forked task.

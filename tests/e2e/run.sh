@@ -419,6 +419,22 @@ t_topology_cache() {
         || fail "live discovery was not used: $(echo "$log" | grep lama)"
 }
 
+t_install_refuses_other_slurm() {
+    # The plugin in this cluster was installed by scripts/install-plugin.sh, which checked it
+    # against the node's Slurm. A copy marked as built for another release is refused with a
+    # message that names both versions, and nothing is installed.
+    local so=/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so built running
+    built=$(on node1 sh -c "grep -ao 'spank-lama built for Slurm [0-9.]*' $so" | awk '{ print $NF }')
+    running=$(on node1 slurmd -V | awk '{ print $2 }')
+    assert_eq "the installed plugin's Slurm" "$running" "$built" || return 1
+    on node1 sh -c "sed 's/spank-lama built for Slurm $built/spank-lama built for Slurm 23.02.9/' $so > /tmp/other.so; rm -f /tmp/installed.so"
+    on node1 sh /opt/lama/install-plugin.sh /tmp/other.so /tmp/installed.so > "$work/install" 2>&1 \
+        && { fail "a plugin for Slurm 23.02.9 was installed on Slurm $running"; return 1; }
+    grep -qF "refusing /tmp/other.so: it was built for Slurm 23.02.9, but this node runs Slurm $running" "$work/install" \
+        || fail "message: $(cat "$work/install")" || return 1
+    on node1 test ! -e /tmp/installed.so || fail "the refused plugin was installed"
+}
+
 t_openmp_variables() {
     local report='echo "$SLURM_PROCID $(hostname -s) $OMP_PLACES $OMP_PROC_BIND $OMP_NUM_THREADS"'
     # node1: two sockets of one core; a task given both CPUs and bound to the node gets two places.
@@ -447,6 +463,25 @@ t_bad_site_configuration() {
         || fail "message: $(cat "$work/err")" || return 1
     # Fixed configuration, working jobs again.
     run_srun -N1 -n1 --lama-map=scbnh || fail "srun after the fix: $(cat "$work/err")"
+}
+
+t_node_configuration_error_fails_the_job_not_the_node() {
+    # Only node3's plugin line is broken (srun's, on the submit host, is fine): the step fails
+    # there with the plugin's message in slurmd's log, and node3 stays in service; not drained
+    # (Slurm 26.05 would drain it by default: the plugin sets slurm_spank_init_failure_mode).
+    local n3 line
+    n3=$(on node3 sh -c 'wc -l < /var/log/slurm/slurmd.log')
+    line=$(on node3 cat /etc/slurm/plugstack.conf.d/lama.conf)
+    echo "$line mapp=scbnh" | on node3 sh -c 'cat > /etc/slurm/plugstack.conf.d/lama.conf'
+    run_srun -w node3 -n1 --lama-map=scbnh
+    local rc=$?
+    echo "$line" | on node3 sh -c 'cat > /etc/slurm/plugstack.conf.d/lama.conf'
+    [ $rc -ne 0 ] || fail "the step ran with node3's broken configuration" || return 1
+    slurmd_log_since node3 "$n3" | grep -qF "lama: invalid site configuration in plugstack.conf: unknown key 'mapp'" \
+        || fail "no message in node3's log: $(slurmd_log_since node3 "$n3" | grep -i error)" || return 1
+    wait_for 30 nodes_idle || fail "node3 was taken out of service: $(as_user sinfo -N -o '%N %T %E')" || return 1
+    run_srun -w node3 -n2 --lama-map=scbnh || fail "srun after the fix: $(cat "$work/err")" || return 1
+    assert_eq "after the fix" "node3:0 node3:1" "$(actual_cpus)"
 }
 
 # --- hybrid jobs: -c, memory binding, the distribution hint -----------------------------------
@@ -841,7 +876,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_bind_none_keeps_slurm_binding t_order_sequential t_mppr t_alias t_sbatch_options_reach_steps
     t_salloc_options t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
     t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
-    t_bad_site_configuration t_topology_sources t_topology_cache t_cpus_per_task_widen_the_binding
+    t_bad_site_configuration t_node_configuration_error_fails_the_job_not_the_node t_topology_sources t_topology_cache t_install_refuses_other_slurm t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_plan_ring_and_stencil
     t_plan_in_batch t_bad_plan_refused t_cpu_bind_and_lama t_daemons_still_up)
 

@@ -1,0 +1,68 @@
+//! The `--lama-*` options of srun, sbatch and salloc: names, argument forms and the usage text
+//! `srun --help` shows. Also the source of spank-lama(8) ([`crate::manual`]), so the manual
+//! page and the help cannot drift apart.
+
+/// `--lama-map`: the layout.
+pub const OPT_MAP: &str = "lama-map";
+/// `--lama-bind`: the binding width.
+pub const OPT_BIND: &str = "lama-bind";
+/// `--lama-mppr`: the MPPR limits.
+pub const OPT_MPPR: &str = "lama-mppr";
+/// `--lama-order`: the rank order.
+pub const OPT_ORDER: &str = "lama-order";
+/// `--lama-verbose`: one line per task.
+pub const OPT_VERBOSE: &str = "lama-verbose";
+/// `--lama-omp`: OpenMP places.
+pub const OPT_OMP: &str = "lama-omp";
+/// `--lama-membind`: the memory binding.
+pub const OPT_MEMBIND: &str = "lama-membind";
+/// `--lama-plan`: a plan file.
+pub const OPT_PLAN: &str = "lama-plan";
+
+/// The options and their usage text (shown by `srun --help`).
+pub const OPTIONS: [(&str, Option<&str>, &str); 8] = [
+    (
+        OPT_MAP,
+        Some("layout"),
+        "LAMA mapping layout, leftmost level varies fastest: tokens n b s D N L3 L2 L1 c h \
+         (e.g. scbnh), or hwthread core l1cache l2cache l3cache numa socket node, or none",
+    ),
+    (
+        OPT_BIND,
+        Some("width"),
+        "LAMA binding: <count><level> (1c, 2c, 1L2, 1s, 1N ...), an alias, or none [default 1c]",
+    ),
+    (
+        OPT_MPPR,
+        Some("limits"),
+        "LAMA max processes per resource, e.g. 1:c,4:s [default: none]",
+    ),
+    (
+        OPT_ORDER,
+        Some("n|s"),
+        "LAMA rank order on a node: n natural, s sequential (follow the hardware) [default n]",
+    ),
+    (
+        OPT_PLAN,
+        Some("file"),
+        "apply a plan written by `lama plan` (read by srun/sbatch/salloc as you); launch with \
+         SLURM_HOSTFILE=<plan>.hosts and -m arbitrary; not with --lama-map",
+    ),
+    (
+        OPT_MEMBIND,
+        Some("local|preferred|none"),
+        "LAMA memory binding: allocate on the NUMA nodes of each task's CPU binding, only \
+         (local) or preferably (preferred) [default none]",
+    ),
+    (
+        OPT_VERBOSE,
+        None,
+        "print each task's LAMA placement and binding",
+    ),
+    (
+        OPT_OMP,
+        None,
+        "set OMP_PLACES (one place per bound core), OMP_PROC_BIND=close and, unless set, \
+         OMP_NUM_THREADS (-c if given) to match each task's LAMA binding",
+    ),
+];

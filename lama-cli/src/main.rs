@@ -3,7 +3,7 @@
 //! A thin shell over `lama-engine` (placement, rendering) and `lama-hwloc` (topologies).
 //! Exit status: 0 success; 1 the request cannot be placed; 2 usage or syntax error.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use lama_engine::{
     binding_for_cpus, cpus_covered, narrower_warning, numa_nodes, place, render, Bind, CpuList,
     CpuUnit, Layout, Machine, Membind, Mppr, Order, PlaceError, Placement, Request, MAP_ALIASES,
@@ -12,6 +12,8 @@ use lama_hwloc::Source;
 use std::io::Write;
 use std::process::ExitCode;
 
+mod color;
+mod manual;
 mod plan;
 use lama_plan::hostlist;
 
@@ -22,12 +24,12 @@ use lama_plan::hostlist;
     about = "Preview Locality-Aware Mapping Algorithm (LAMA) placements",
     long_about = "Preview where `srun --lama-map=... --lama-bind=...` would place and bind each \
                   process, on any topology: an hwloc XML file, an hwloc synthetic description \
-                  such as \"pack:2 core:6 pu:2\", or `host` for this machine.",
-    after_help = "Examples:\n  lama map --topology \"pack:2 core:4 pu:2\" --nodes 2 --np 24 --map scbnh --bind none\n  \
-                  lama map --topology node.xml --np 8 --map socket --bind 1c --json\n  \
-                  lama topology host\n  lama export /etc/slurm/topology/$(hostname -s).xml"
+                  such as \"pack:2 core:6 pu:2\", or `host` for this machine."
 )]
 struct Cli {
+    /// When to colour the output: auto (a terminal, unless NO_COLOR is set), always or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = color::When::Auto)]
+    color: color::When,
     #[command(subcommand)]
     command: Command,
 }
@@ -53,6 +55,75 @@ enum Command {
         /// Where to write; standard output when absent.
         file: Option<std::path::PathBuf>,
     },
+    /// Print a shell completion script for lama (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the lama(1) manual page (roff).
+    #[command(hide = true)]
+    Manpage,
+}
+
+/// Where `lama --version` looks for the installed plugin (`LAMA_PLUGIN` overrides it).
+const PLUGIN_PATH: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so";
+
+/// What `lama --version` says about the plugin at `path`: the Slurm release it was built for,
+/// read from the marker the plugin carries (`spank-lama built for Slurm X.Y.Z`).
+fn plugin_version(path: &str) -> String {
+    const MARKER: &[u8] = b"spank-lama built for Slurm ";
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return format!("plugin: none at {path} ({e}; set LAMA_PLUGIN to its path)"),
+    };
+    let found = bytes.windows(MARKER.len()).position(|w| w == MARKER);
+    match found {
+        Some(i) => {
+            let rest = &bytes[i + MARKER.len()..];
+            let end = rest
+                .iter()
+                .position(|b| !(b.is_ascii_digit() || *b == b'.'))
+                .unwrap_or(rest.len());
+            format!(
+                "plugin: {path}, built for Slurm {}",
+                String::from_utf8_lossy(&rest[..end])
+            )
+        }
+        None => format!("plugin: {path} is not a spank-lama plugin"),
+    }
+}
+
+/// The version text: the command's and engine's versions, and the installed plugin's Slurm.
+fn version_text() -> String {
+    let plugin = std::env::var("LAMA_PLUGIN").unwrap_or_else(|_| PLUGIN_PATH.to_string());
+    format!(
+        "{} (lama-engine {})\n{}",
+        env!("CARGO_PKG_VERSION"),
+        lama_engine::VERSION,
+        plugin_version(&plugin)
+    )
+}
+
+/// What `lama --help` adds after the options: examples, exit statuses, the JSON contract
+/// (the same text as lama(1)).
+fn after_help() -> String {
+    let mut text = String::from("Examples:\n");
+    for line in manual::EXAMPLES.lines() {
+        text += &format!("  {line}\n");
+    }
+    text += "\nExit status:\n";
+    for (code, meaning) in manual::EXIT_STATUS {
+        text += &format!("  {code}  {meaning}\n");
+    }
+    text += &format!("\nJSON output: {}", manual::JSON_CONTRACT);
+    text
+}
+
+/// The command line as `lama` parses it (also the source of lama(1) and the completions).
+fn command() -> clap::Command {
+    let version: &'static str = Box::leak(version_text().into_boxed_str());
+    Cli::command().version(version).after_help(after_help())
 }
 
 #[derive(Args, Debug)]
@@ -122,15 +193,19 @@ pub(crate) enum Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    color::set(cli.color);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(msg)) => {
-            eprintln!("lama: {msg}");
+            eprintln!("{} {msg}", color::error_prefix());
             ExitCode::from(2)
         }
         Err(Failure::Place(msg)) => {
-            eprintln!("lama: {msg}");
+            eprintln!("{} {msg}", color::error_prefix());
             ExitCode::from(1)
         }
     }
@@ -146,7 +221,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Some(r) => machine.restrict(&cpulist(&r)?),
                 None => machine,
             };
-            print(&render::topology_text(&machine))
+            print_human(&render::topology_text(&machine))
         }
         Command::Export { file } => {
             let xml =
@@ -157,6 +232,21 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 None => print(&xml),
             }
         }
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut command(), "lama", &mut out);
+            print(&String::from_utf8_lossy(&out))
+        }
+        Command::Manpage => print(&manual::man_page(&command(), env!("CARGO_PKG_VERSION"))),
+    }
+}
+
+/// Prints human-readable output, coloured when standard output is.
+pub(crate) fn print_human(text: &str) -> Result<(), Failure> {
+    if color::stdout() {
+        print(&color::paint(text))
+    } else {
+        print(text)
     }
 }
 
@@ -331,7 +421,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 names.join(",")
             );
         }
-        print(&text)
+        print_human(&text)
     }
 }
 
@@ -378,10 +468,51 @@ fn json(p: &Placement<'_>, membind: Membind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn command_line_definition_is_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn plugin_version_reads_the_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let so = dir.path().join("spank_lama.so");
+        std::fs::write(
+            &so,
+            b"\x7fELF\0junk spank-lama built for Slurm 26.05.5\0\0more",
+        )
+        .unwrap();
+        let path = so.to_str().unwrap();
+        assert_eq!(
+            plugin_version(path),
+            format!("plugin: {path}, built for Slurm 26.05.5")
+        );
+        std::fs::write(&so, b"\x7fELF other").unwrap();
+        assert!(plugin_version(path).ends_with("is not a spank-lama plugin"));
+        let missing = dir.path().join("none.so");
+        assert!(plugin_version(missing.to_str().unwrap()).contains("set LAMA_PLUGIN"));
+    }
+
+    #[test]
+    fn the_manual_page_has_every_subcommand_and_option() {
+        let cmd = command();
+        let page = manual::man_page(&cmd, "0.0.0");
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            assert!(
+                page.contains(&format!(".SS \"lama {}\"", sub.get_name())),
+                "{}",
+                sub.get_name()
+            );
+            for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+                if let Some(long) = arg.get_long() {
+                    let tag = lama_engine::roff::escape(&format!("--{long}"));
+                    assert!(page.contains(&tag), "{} --{long}", sub.get_name());
+                }
+            }
+        }
+        for section in ["EXIT STATUS", "JSON OUTPUT", "EXAMPLES", "ENVIRONMENT"] {
+            assert!(page.contains(&format!(".SH \"{section}\"")), "{section}");
+        }
     }
 }

@@ -36,6 +36,7 @@ pub mod level;
 pub mod place;
 pub mod planfile;
 pub mod render;
+pub mod roff;
 pub mod spec;
 pub mod topology;
 
@@ -52,3 +53,6 @@ pub use place::{place, PlaceError, Placement, Process, ProcessInfo, Request};
 pub use planfile::{valid_node_name, PlanFile, PlanFileError, PlannedRank};
 pub use spec::{Bind, Layout, Membind, Mppr, Order, BIND_ALIASES, MAP_ALIASES};
 pub use topology::{Machine, MachineBuilder, Object, Pu, TopologyError};
+
+/// The engine's version (the workspace's), for `lama --version`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -11,6 +11,7 @@ pub mod bounded;
 pub mod cgroup;
 pub mod config;
 pub mod logging;
+pub mod manual;
 pub mod options;
 pub mod plan;
 pub mod plugin;

@@ -1,0 +1,162 @@
+//! lama(1), generated from the command-line definition itself (every subcommand, option, value
+//! name, default and choice, with the help text `lama ... --help` prints) and from the exit
+//! statuses, JSON contract and examples that the help also shows. `lama manpage` prints it.
+
+use lama_engine::roff::Page;
+
+/// Exit statuses (also in `lama --help`).
+pub const EXIT_STATUS: [(&str, &str); 3] = [
+    ("0", "success: placed, planned, shown or written"),
+    (
+        "1",
+        "the request cannot be placed (too many processes for the positions, an empty cpuset), \
+         or a file cannot be written",
+    ),
+    (
+        "2",
+        "usage or syntax error: the message says what was wrong and what would work",
+    ),
+];
+
+/// The JSON that `lama map --json` and `lama plan --json` print (also in `lama --help`).
+pub const JSON_CONTRACT: &str = "lama map --json prints one object on one line: \
+{\"processes\":[{\"rank\":0,\"node\":0,\"pu\":5,\"cpus\":[4,5]},...]}: per rank in rank order, \
+the node's index in --topology order, the OS index of the PU it is mapped to and the OS indexes \
+of the CPUs it is bound to; with --membind, \"mems\": the OS indexes of its NUMA nodes. \
+lama plan --json prints {\"processes\":[...],\"cost\":{\"winner\":NAME,\"plan\":COST,\
+\"candidates\":{NAME:COST or null,...}}}. Fields are only ever added.";
+
+/// Examples (also in `lama --help`).
+pub const EXAMPLES: &str = "\
+lama map --topology \"pack:2 core:4 pu:2\" --nodes 2 --np 24 --map scbnh --bind none
+lama map --topology node.xml --np 8 --map socket --bind 1c --json
+lama map --topology node.xml --np 4 --cpus-per-task 4 --map scbnh --membind local
+lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml --nodes node[1-4] --out job
+lama topology host
+lama export /etc/slurm/topology/$(hostname -s).xml
+lama completions bash > /usr/share/bash-completion/completions/lama";
+
+fn arg_tag(arg: &clap::Arg) -> (String, Option<String>) {
+    let mut names = Vec::new();
+    if let Some(s) = arg.get_short() {
+        names.push(format!("-{s}"));
+    }
+    if let Some(l) = arg.get_long() {
+        names.push(format!("--{l}"));
+    }
+    let value = arg.get_value_names().map(|v| {
+        v.iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    if names.is_empty() {
+        // A positional argument.
+        return (value.unwrap_or_else(|| arg.get_id().to_string()), None);
+    }
+    (
+        names.join(", "),
+        value.filter(|_| arg.get_action().takes_values()),
+    )
+}
+
+fn arg_text(arg: &clap::Arg) -> String {
+    let mut text = arg
+        .get_long_help()
+        .or(arg.get_help())
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    let choices: Vec<String> = arg
+        .get_possible_values()
+        .iter()
+        .filter(|v| !v.is_hide_set())
+        .map(|v| v.get_name().to_string())
+        .collect();
+    let takes_value = arg.get_action().takes_values();
+    if takes_value && !choices.is_empty() && !text.contains("possible values") {
+        text += &format!(" [possible values: {}]", choices.join(", "));
+    }
+    let defaults: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    if takes_value && !defaults.is_empty() {
+        text += &format!(" [default: {}]", defaults.join(" "));
+    }
+    text
+}
+
+fn options(page: &mut Page, cmd: &clap::Command) {
+    for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let (tag, value) = arg_tag(arg);
+        page.item(&tag, value.as_deref(), &arg_text(arg));
+    }
+}
+
+/// The page, for the command `cmd` (the one `lama` parses its arguments with).
+pub fn man_page(cmd: &clap::Command, version: &str) -> String {
+    let mut p = Page::new("lama", 1, &format!("spank-lama {version}"), "User Commands");
+    p.section("name").paragraph(&format!(
+        "lama - {}",
+        cmd.get_about().map(|a| a.to_string()).unwrap_or_default()
+    ));
+    p.section("synopsis");
+    let mut synopsis = String::from("lama [--color auto|always|never] COMMAND [OPTIONS]\n");
+    synopsis += "lama --version | --help\n";
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        synopsis += &format!("lama {} [OPTIONS]", sub.get_name());
+        for arg in sub.get_positionals() {
+            let (tag, _) = arg_tag(arg);
+            synopsis += &format!(" [{tag}]");
+        }
+        synopsis.push('\n');
+    }
+    p.literal(&synopsis);
+    p.section("description");
+    if let Some(text) = cmd.get_long_about() {
+        p.paragraph(&text.to_string());
+    }
+    p.paragraph(
+        "It uses the same engine as the spank-lama(8) plugin: what lama shows for a node's \
+         topology and cpuset is what the plugin does there.",
+    );
+    p.section("global options");
+    options(&mut p, cmd);
+    p.item("-h, --help", None, "Print help (a summary with -h).")
+        .item(
+            "-V, --version",
+            None,
+            "Print lama's and the engine's versions, and the Slurm release the installed \
+             plugin was built for (see LAMA_PLUGIN).",
+        );
+    p.section("commands");
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        p.subsection(&format!("lama {}", sub.get_name()));
+        if let Some(about) = sub.get_long_about().or(sub.get_about()) {
+            p.paragraph(&about.to_string());
+        }
+        options(&mut p, sub);
+    }
+    p.section("exit status");
+    for (code, meaning) in EXIT_STATUS {
+        p.item(code, None, meaning);
+    }
+    p.section("json output").paragraph(JSON_CONTRACT);
+    p.section("environment")
+        .item(
+            "NO_COLOR",
+            None,
+            "When set to a non-empty value, --color=auto does not colour (no-color.org).",
+        )
+        .item(
+            "LAMA_PLUGIN",
+            None,
+            "Where lama --version looks for the installed plugin; default \
+             /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so.",
+        );
+    p.section("examples").literal(EXAMPLES);
+    p.section("see also")
+        .paragraph("spank-lama(8), srun(1), hwloc(7), lstopo(1)");
+    p.finish()
+}

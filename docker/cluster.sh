@@ -3,8 +3,8 @@
 #   docker/cluster.sh build    base image (mmdebstrap of Debian trixie from this host's mirror,
 #                              imported into Docker; cached by a hash of its inputs), node image,
 #                              Slurm headers for building the plugin, munge key
-#   docker/cluster.sh plugin   build spank_lama.so against the cluster's Slurm headers (and the
-#                              lama command) and stage them for the containers
+#   docker/cluster.sh plugin   build the Debian package for the cluster's Slurm
+#                              (scripts/package.sh) and stage it for the containers
 #   docker/cluster.sh up       build + plugin + (re)start the cluster, wait for healthchecks
 #   docker/cluster.sh down     stop and remove the containers
 #   docker/cluster.sh exec [-u USER] MEMBER CMD...   run a command in a member (root by default)
@@ -15,7 +15,7 @@
 #   LAMA_SLURM=24.11|26.05  the cluster's Slurm: 24.11 from Debian trixie (default) or 26.05 from
 #                        Debian sid; images, headers, the plugin's cargo target directory and
 #                        the default project name are kept apart per flavour
-#   LAMA_PLUGIN=none     up: start without the plugin (no cargo build; lama.conf removed)
+#   LAMA_PLUGIN=none     up: start without the plugin (no cargo build, no package)
 #   LAMA_CLUSTER=NAME    compose project name (default spank-lama, spank-lama-2605 for
 #                        26.05): a second, independent
 #                        cluster beside the first one (its own network, staging and key)
@@ -27,21 +27,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
 . "$top/scripts/lib.sh"
 flavour=${LAMA_SLURM:-24.11}
-# Per flavour: the Debian suite, the build directory (headers, staging) and the plugin's cargo
-# target directory. 24.11 keeps the paths .cargo/config.toml names, so a plain `cargo build`
-# on the host builds for it.
-case "$flavour" in
-    24.11) suite=trixie; build=$here/.build; target=$top/target; default_project=spank-lama ;;
-    26.05) suite=sid; build=$here/.build/slurm-26.05; target=$top/target/slurm-26.05; default_project=spank-lama-2605 ;;
-    *) echo "cluster: LAMA_SLURM=$flavour is not a flavour: use 24.11 (Debian trixie) or 26.05 (Debian sid)" >&2; exit 2 ;;
-esac
+# Per flavour (scripts/lib.sh): the Debian suite, the build directory (headers, staging), the
+# plugin's cargo target directory. 24.11 keeps the paths .cargo/config.toml names, so a plain
+# `cargo build` on the host builds for it.
+slurm_flavour "$flavour" "$top" || exit 2
 project=${LAMA_CLUSTER:-$default_project}
 # What the containers see as /opt/lama: munge key, spank_lama.so, plugstack.conf.example.
 if [ "$project" == spank-lama ]; then stage=$build/lama; else stage=$build/lama-$project; fi
 mkdir -p "$stage"
 members=(slurmctld node1 node2 node3)
 
-base_packages="slurmd,slurmctld,slurm-client,munge,hwloc,libhwloc15,libslurm-dev,procps,iproute2,util-linux,ca-certificates"
+base_packages="slurmd,slurmctld,slurm-client,munge,hwloc,libhwloc15,libslurm-dev,procps,iproute2,util-linux,ca-certificates,man-db"
 
 base_image() {
     local mirror hash tag
@@ -98,20 +94,14 @@ cmd_build() {
 }
 
 cmd_plugin() {
-    [ -f "$build/slurm-include/.base" ] || cmd_build
-    local n
-    n=$(awk '$2 == "SLURM_VERSION_NUMBER" { print $3 }' "$build/slurm-include/usr/include/slurm/slurm_version.h")
-    log "building spank_lama.so against the cluster's Slurm $((n >> 16)).$(printf %02d $(((n >> 8) & 255))).$((n & 255)) headers (target ${target#"$top"/})"
-    # clang (bindgen) finds the headers extracted by `build` through CPATH, which overrides
-    # .cargo/config.toml's; each flavour has its own target directory so the two never mix.
-    (cd "$top" && CPATH=$build/slurm-include/usr/include CARGO_TARGET_DIR=$target \
-        cargo build --release --quiet -p spank-lama)
-    # The lama command does not depend on Slurm: one build serves every flavour.
-    (cd "$top" && cargo build --release --quiet -p lama-cli)
-    # A new file each time (install unlinks first): a container that still maps the old one
-    # keeps it; the members load the new one when `up` restarts them.
-    install -m 0755 "$target/release/libspank_lama.so" "$stage/spank_lama.so"
+    # The cluster runs the plugin from its Debian package, as a site would (scripts/package.sh:
+    # built against this flavour's headers in its own target directory, lintian-checked).
+    local deb
+    deb=$(LAMA_DEB_FAST=1 "$top/scripts/package.sh" "$flavour") || return 1
+    rm -f "$stage"/spank-lama_*.deb "$stage/spank_lama.so"
+    install -m 0644 "$deb" "$stage/"
     install -m 0644 "$top/plugstack.conf.example" "$stage/plugstack.conf.example"
+    # For sites that build from source: the e2e tests check its refusal on the nodes.
     install -m 0755 "$top/scripts/install-plugin.sh" "$stage/install-plugin.sh"
 }
 
@@ -149,7 +139,7 @@ cmd_up() {
     cmd_build
     if [ "${LAMA_PLUGIN:-}" == none ]; then
         log "LAMA_PLUGIN=none: starting without the plugin"
-        rm -f "$stage/spank_lama.so" "$stage/plugstack.conf.example" "$stage/install-plugin.sh"
+        rm -f "$stage"/spank-lama_*.deb "$stage/spank_lama.so" "$stage/plugstack.conf.example" "$stage/install-plugin.sh"
     else
         cmd_plugin
     fi

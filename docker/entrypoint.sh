@@ -14,20 +14,19 @@ remount_cgroups() {
     done
 }
 
-# The plugin under test, installed by scripts/install-plugin.sh (which checks that it was built
-# for this Slurm) as a new file (never replaced in place under a running daemon) at the path
-# that plugstack.conf.example names, enabled with the example's non-comment
-# lines. No staged plugin: the cluster runs without it.
+# The plugin under test, installed from its Debian package as a site would (the package's
+# preinst refuses a package built for another Slurm release), then enabled by uncommenting the
+# line of its conffile /etc/slurm/plugstack.conf.d/lama.conf. No staged package: the cluster
+# runs without the plugin.
 install_plugin() {
-    local example=/opt/lama/plugstack.conf.example path
-    if [ -f /opt/lama/spank_lama.so ] && [ -f "$example" ]; then
-        path=$(awk '!/^[[:space:]]*(#|$)/ { print $2; exit }' "$example")
-        [ -n "$path" ] || { echo "entrypoint: no plugin line in $example" >&2; exit 1; }
-        # The site's install script: refuses a plugin built for another Slurm release.
-        sh /opt/lama/install-plugin.sh /opt/lama/spank_lama.so "$path" \
-            || { echo "entrypoint: the plugin was not installed" >&2; exit 1; }
-        grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$example" > /etc/slurm/plugstack.conf.d/lama.conf
-        echo "entrypoint: plugin installed as $path" >&2
+    local deb
+    deb=$(ls /opt/lama/spank-lama_*.deb 2>/dev/null | head -n1)
+    if [ -n "$deb" ]; then
+        dpkg -i "$deb" >&2 || { echo "entrypoint: the package $deb was not installed" >&2; exit 1; }
+        sed -i 's|^# required |required |' /etc/slurm/plugstack.conf.d/lama.conf
+        grep -q '^required ' /etc/slurm/plugstack.conf.d/lama.conf \
+            || { echo "entrypoint: no plugin line to enable in lama.conf" >&2; exit 1; }
+        echo "entrypoint: installed $(dpkg-query -W -f '${Package} ${Version}' spank-lama), plugin line enabled" >&2
     else
         rm -f /etc/slurm/plugstack.conf.d/lama.conf
         echo "entrypoint: no plugin in /opt/lama; running without it" >&2

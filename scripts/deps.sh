@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a Debian 12 host (root): build dependencies of the Rust
-# crates, hwloc, mmdebstrap for the cluster's base image, and docker compose v2 (from Debian
+# crates, hwloc, mmdebstrap for the cluster's base image, lintian and cargo-deb for the Debian
+# package, and docker compose v2 (from Debian
 # trixie's docker-compose package; bookworm only has compose v1). Idempotent and quiet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 packages=(libhwloc-dev hwloc libclang-dev clang pkg-config libudev-dev libscotch-dev mmdebstrap
-    debian-archive-keyring ca-certificates git jq)
+    debian-archive-keyring ca-certificates git jq lintian binutils)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -28,6 +29,13 @@ if ! docker compose version >/dev/null 2>&1; then
         /usr/local/lib/docker/cli-plugins/docker-compose
     rm -rf "$tmp"
     docker compose version >/dev/null
+fi
+
+# cargo-deb packs the Debian package (scripts/package.sh); pinned so that packages do not change
+# with a new release of the tool.
+if ! cargo deb --version 2>/dev/null | grep -q '^cargo-deb 3\.8\.0'; then
+    log "installing cargo-deb 3.8.0 (cargo install)"
+    cargo install --quiet --locked cargo-deb --version 3.8.0
 fi
 
 for tool in cargo rustc docker; do

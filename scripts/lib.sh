@@ -31,3 +31,15 @@ trixie_apt() {
 }
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# The supported Slurm releases ("flavours") and where each one's files go. Sets suite (Debian
+# suite of the test cluster), build (docker/.build directory: headers, staging), target (the
+# plugin's cargo target directory) and default_project (compose project). Usage:
+# slurm_flavour 24.11|26.05 TOP
+slurm_flavour() {
+    case "$1" in
+        24.11) suite=trixie; build=$2/docker/.build; target=$2/target; default_project=spank-lama ;;
+        26.05) suite=sid; build=$2/docker/.build/slurm-26.05; target=$2/target/slurm-26.05; default_project=spank-lama-2605 ;;
+        *) echo "LAMA_SLURM=$1 is not a supported Slurm: use 24.11 (Debian trixie) or 26.05 (Debian sid)" >&2; return 2 ;;
+    esac
+}

@@ -17,6 +17,13 @@ LAMA_SLURM=24.11 docker/cluster.sh build
 log "cargo test --workspace"
 cargo test --workspace
 
+# The Debian package of each supported Slurm (the clusters install theirs; each cluster's
+# e2e tests check that dpkg refuses the other's).
+for f in 24.11 26.05; do
+    log "Debian package for Slurm $f"
+    LAMA_DEB_FAST=1 scripts/package.sh "$f" >/dev/null
+done
+
 rc=0
 for f in "${flavours[@]}"; do
     log "end-to-end tests on the docker cluster, Slurm $f"

@@ -146,7 +146,7 @@ t_setup() {
     wait_for 60 nodes_idle || fail "nodes not idle: $(as_user sinfo -h -N -o '%N %T' | tr '\n' ' ')" || return 1
     [ -n "$base_only" ] && return 0
     [ -x "$lama" ] || fail "$lama is missing (docker/cluster.sh plugin builds it)" || return 1
-    on slurmctld test -f /opt/lama/spank_lama.so || fail "the cluster has no plugin (LAMA_PLUGIN=none?)" || return 1
+    on slurmctld dpkg-query -W spank-lama > /dev/null 2>&1 || fail "the cluster has no plugin (LAMA_PLUGIN=none?)" || return 1
     reset_plugstack
 }
 
@@ -433,6 +433,43 @@ t_install_refuses_other_slurm() {
     grep -qF "refusing /tmp/other.so: it was built for Slurm 23.02.9, but this node runs Slurm $running" "$work/install" \
         || fail "message: $(cat "$work/install")" || return 1
     on node1 test ! -e /tmp/installed.so || fail "the refused plugin was installed"
+}
+
+t_package_installed() {
+    # Every member runs the plugin from the Debian package built for its Slurm: manual pages,
+    # the options in srun --help, lama --version naming the Slurm, completions, the conffile.
+    local running
+    running=$(on node1 slurmd -V | awk '{ print $2 }')
+    assert_eq "package version" "+slurm${flavour}" "$(on node1 dpkg-query -W -f '${Version}' spank-lama | grep -o '+slurm.*')" || return 1
+    on node1 sh -c 'MANWIDTH=100 man spank-lama' > "$work/man8" 2>&1 || fail "man spank-lama: $(head -3 "$work/man8")" || return 1
+    grep -q -- "--lama-map=LAYOUT" "$work/man8" && grep -q "topology_cache=" "$work/man8" \
+        || fail "spank-lama(8) lacks options or settings: $(head -20 "$work/man8")" || return 1
+    on node1 sh -c 'MANWIDTH=100 man lama' > "$work/man1" 2>&1 || fail "man lama: $(head -3 "$work/man1")" || return 1
+    grep -q "EXIT STATUS" "$work/man1" && grep -q -- "--cpus-per-task" "$work/man1" || fail "lama(1) is incomplete" || return 1
+    as_user srun --help > "$work/help" 2>&1
+    grep -q -- "--lama-map=layout" "$work/help" && grep -q -- "--lama-membind=local|preferred|none" "$work/help" \
+        || fail "srun --help lacks the options: $(grep -i lama "$work/help")" || return 1
+    assert_eq "lama --version" "plugin: /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so, built for Slurm $running" \
+        "$(on node1 lama --version | tail -n1)" || return 1
+    on node1 test -s /usr/share/bash-completion/completions/lama || fail "no bash completion" || return 1
+    assert_eq "conffile" "/etc/slurm/plugstack.conf.d/lama.conf" \
+        "$(on node1 dpkg-query -W -f '${Conffiles}' spank-lama | awk '{ print $1 }')"
+}
+
+t_package_refused_on_other_slurm() {
+    # The package built for the other supported Slurm is refused by dpkg before anything is
+    # unpacked, with a message naming both releases; the installed package is untouched.
+    local other deb installed
+    if [ "$flavour" == 24.11 ]; then other=26.05; else other=24.11; fi
+    deb=$(ls "$top"/target/debian/slurm-$other/spank-lama_*+slurm${other}_amd64.deb 2>/dev/null | head -n1)
+    [ -n "$deb" ] || fail "no package for Slurm $other in target/debian: build it with scripts/package.sh $other" || return 1
+    installed=$(on node1 dpkg-query -W -f '${Version}' spank-lama)
+    on node1 sh -c 'cat > /tmp/other.deb' < "$deb"
+    on node1 dpkg -i /tmp/other.deb > "$work/dpkg" 2>&1 && { fail "dpkg installed the Slurm $other package"; return 1; }
+    grep -qF "spank-lama: this package is built for Slurm $other, but this machine has Slurm $(on node1 dpkg-query -W -f '${Version}' slurm-wlm-basic-plugins)." "$work/dpkg" \
+        || fail "dpkg's message: $(cat "$work/dpkg")" || return 1
+    assert_eq "installed package" "$installed" "$(on node1 dpkg-query -W -f '${Version} ${Status}' spank-lama | cut -d' ' -f1)" || return 1
+    assert_eq "its status" "install ok installed" "$(on node1 dpkg-query -W -f '${Status}' spank-lama)"
 }
 
 t_openmp_variables() {
@@ -876,7 +913,8 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_bind_none_keeps_slurm_binding t_order_sequential t_mppr t_alias t_sbatch_options_reach_steps
     t_salloc_options t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
     t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
-    t_bad_site_configuration t_node_configuration_error_fails_the_job_not_the_node t_topology_sources t_topology_cache t_install_refuses_other_slurm t_cpus_per_task_widen_the_binding
+    t_bad_site_configuration t_node_configuration_error_fails_the_job_not_the_node t_topology_sources t_topology_cache t_install_refuses_other_slurm
+    t_package_installed t_package_refused_on_other_slurm t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_plan_ring_and_stencil
     t_plan_in_batch t_bad_plan_refused t_cpu_bind_and_lama t_daemons_still_up)
 

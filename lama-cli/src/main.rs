@@ -70,39 +70,30 @@ enum Command {
 const PLUGIN_PATH: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so";
 
 /// What `lama --version` says about the plugin at `path`: the Slurm release it was built for,
-/// read from the marker the plugin carries (`spank-lama built for Slurm X.Y.Z`).
+/// read from the text the plugin carries ([`lama_engine::built_for`]).
 fn plugin_version(path: &str) -> String {
-    const MARKER: &[u8] = b"spank-lama built for Slurm ";
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) => return format!("plugin: none at {path} ({e}; set LAMA_PLUGIN to its path)"),
-    };
-    let found = bytes.windows(MARKER.len()).position(|w| w == MARKER);
-    match found {
-        Some(i) => {
-            let rest = &bytes[i + MARKER.len()..];
-            let end = rest
-                .iter()
-                .position(|b| !(b.is_ascii_digit() || *b == b'.'))
-                .unwrap_or(rest.len());
-            format!(
-                "plugin: {path}, built for Slurm {}",
-                String::from_utf8_lossy(&rest[..end])
-            )
-        }
-        None => format!("plugin: {path} is not a spank-lama plugin"),
+    match std::fs::read(path) {
+        Ok(bytes) => match lama_engine::built_for::find(&bytes) {
+            Some(release) => format!("plugin: {path}, built for Slurm {release}"),
+            None => format!("plugin: {path} is not a spank-lama plugin"),
+        },
+        Err(e) => format!("plugin: none at {path} ({e}; set LAMA_PLUGIN to its path)"),
     }
 }
 
-/// The version text: the command's and engine's versions, and the installed plugin's Slurm.
-fn version_text() -> String {
-    let plugin = std::env::var("LAMA_PLUGIN").unwrap_or_else(|_| PLUGIN_PATH.to_string());
-    format!(
-        "{} (lama-engine {})\n{}",
+/// The version text: the command's and engine's versions and, when `with_plugin`, the Slurm
+/// release of the installed plugin (read from its file: only for `--version`).
+fn version_text(with_plugin: bool) -> String {
+    let mut text = format!(
+        "{} (lama-engine {})",
         env!("CARGO_PKG_VERSION"),
-        lama_engine::VERSION,
-        plugin_version(&plugin)
-    )
+        lama_engine::VERSION
+    );
+    if with_plugin {
+        let plugin = std::env::var("LAMA_PLUGIN").unwrap_or_else(|_| PLUGIN_PATH.to_string());
+        text += &format!("\n{}", plugin_version(&plugin));
+    }
+    text
 }
 
 /// What `lama --help` adds after the options: examples, exit statuses, the JSON contract
@@ -121,8 +112,10 @@ fn after_help() -> String {
 }
 
 /// The command line as `lama` parses it (also the source of lama(1) and the completions).
-fn command() -> clap::Command {
-    let version: &'static str = Box::leak(version_text().into_boxed_str());
+/// `with_plugin`: the version text names the installed plugin's Slurm, which reads the plugin
+/// file; only `lama --version` needs it.
+fn command(with_plugin: bool) -> clap::Command {
+    let version: &'static str = Box::leak(version_text(with_plugin).into_boxed_str());
     Cli::command().version(version).after_help(after_help())
 }
 
@@ -193,7 +186,10 @@ pub(crate) enum Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+    let asks_version = std::env::args_os()
+        .skip(1)
+        .any(|a| a == "--version" || a == "-V");
+    let cli = match Cli::from_arg_matches(&command(asks_version).get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
@@ -234,10 +230,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Completions { shell } => {
             let mut out = Vec::new();
-            clap_complete::generate(shell, &mut command(), "lama", &mut out);
+            clap_complete::generate(shell, &mut command(false), "lama", &mut out);
             print(&String::from_utf8_lossy(&out))
         }
-        Command::Manpage => print(&manual::man_page(&command(), env!("CARGO_PKG_VERSION"))),
+        Command::Manpage => print(&manual::man_page(
+            &command(false),
+            env!("CARGO_PKG_VERSION"),
+        )),
     }
 }
 
@@ -471,18 +470,17 @@ mod tests {
 
     #[test]
     fn command_line_definition_is_consistent() {
-        command().debug_assert();
+        command(false).debug_assert();
     }
 
     #[test]
     fn plugin_version_reads_the_marker() {
         let dir = tempfile::tempdir().unwrap();
         let so = dir.path().join("spank_lama.so");
-        std::fs::write(
-            &so,
-            b"\x7fELF\0junk spank-lama built for Slurm 26.05.5\0\0more",
-        )
-        .unwrap();
+        let mut file = b"\x7fELF\0junk ".to_vec();
+        file.extend_from_slice(&lama_engine::built_for::encode(0x1a0505));
+        file.extend_from_slice(b"\0more");
+        std::fs::write(&so, file).unwrap();
         let path = so.to_str().unwrap();
         assert_eq!(
             plugin_version(path),
@@ -492,11 +490,14 @@ mod tests {
         assert!(plugin_version(path).ends_with("is not a spank-lama plugin"));
         let missing = dir.path().join("none.so");
         assert!(plugin_version(missing.to_str().unwrap()).contains("set LAMA_PLUGIN"));
+        // Only --version reads the plugin.
+        assert!(!version_text(false).contains("plugin"));
+        assert_eq!(version_text(false).lines().count(), 1);
     }
 
     #[test]
     fn the_manual_page_has_every_subcommand_and_option() {
-        let cmd = command();
+        let cmd = command(false);
         let page = manual::man_page(&cmd, "0.0.0");
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
             assert!(

@@ -29,6 +29,7 @@
 //! (`lama-hwloc`) or from [`Machine::synthetic`].
 #![deny(missing_docs)]
 
+pub mod built_for;
 pub mod cpulist;
 pub mod diag;
 pub mod hybrid;

@@ -18,46 +18,6 @@ pub mod plugin;
 pub mod topo_cache;
 pub mod topo_source;
 
-/// What precedes the Slurm version in [`built_for`]'s marker.
-pub const BUILT_FOR_PREFIX: &str = "spank-lama built for Slurm ";
-
-/// The marker text `spank-lama built for Slurm MAJOR.MINOR.MICRO` (Slurm's form: 24.11.5,
-/// 26.05.5) for a `SLURM_VERSION_NUMBER`,
-/// NUL-padded. The plugin carries it for the version it was built against, so that
-/// `scripts/install-plugin.sh` and `lama --version` can read it from the file with `grep -a`,
-/// without loading the plugin or reading ELF symbols.
-pub const fn built_for(version: u32) -> [u8; 48] {
-    let mut out = [0u8; 48];
-    let prefix = BUILT_FOR_PREFIX.as_bytes();
-    let mut i = 0;
-    while i < prefix.len() {
-        out[i] = prefix[i];
-        i += 1;
-    }
-    let parts = [version >> 16, (version >> 8) & 0xff, version & 0xff];
-    let mut p = 0;
-    while p < 3 {
-        if p > 0 {
-            out[i] = b'.';
-            i += 1;
-        }
-        let n = parts[p];
-        if n >= 100 {
-            out[i] = b'0' + (n / 100) as u8;
-            i += 1;
-        }
-        // The minor version has two digits, as Slurm writes it: 26.05.
-        if n >= 10 || p == 1 {
-            out[i] = b'0' + (n / 10 % 10) as u8;
-            i += 1;
-        }
-        out[i] = b'0' + (n % 10) as u8;
-        i += 1;
-        p += 1;
-    }
-    out
-}
-
 /// The symbols Slurm looks up: `plugin_name`, `plugin_type`, `plugin_version` and the
 /// `slurm_spank_*` callbacks.
 ///
@@ -83,22 +43,10 @@ mod exports {
     #[no_mangle]
     pub static slurm_spank_init_failure_mode: std::os::raw::c_int = 3012;
 
-    /// The Slurm version this plugin was built for, as text in the file (see [`built_for`]).
+    /// The Slurm version this plugin was built for, as text in the file
+    /// ([`lama_engine::built_for`]).
     #[used]
     #[no_mangle]
-    pub static spank_lama_built_for: [u8; 48] = super::built_for(SLURM_VERSION_NUMBER);
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn built_for_marker() {
-        let text = |v| {
-            let m = super::built_for(v);
-            String::from_utf8(m.iter().copied().take_while(|&b| b != 0).collect()).unwrap()
-        };
-        assert_eq!(text(0x180b05), "spank-lama built for Slurm 24.11.5");
-        assert_eq!(text(0x1a0500), "spank-lama built for Slurm 26.05.0");
-        assert_eq!(text(0xffffff), "spank-lama built for Slurm 255.255.255");
-    }
+    pub static spank_lama_built_for: [u8; lama_engine::built_for::LEN] =
+        lama_engine::built_for::encode(SLURM_VERSION_NUMBER);
 }

@@ -99,31 +99,95 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The keys, with the form of their values, for messages.
-pub const KEYS: [(&str, &str); 13] = [
+/// The keys: each with the form of its value (for messages) and what it does (for
+/// spank-lama(8), [`crate::manual`]).
+pub const KEYS: [(&str, &str, &str); 13] = [
     (
         "config",
         "path of a TOML file with these keys (plugstack.conf only)",
+        "Read the settings from this TOML file first (key = \"value\", booleans as true or \
+         false); settings on the plugstack.conf line override it.",
     ),
-    ("map", "a layout or alias, or none"),
-    ("bind", "a binding width or alias, or none"),
-    ("membind", "local, preferred or none"),
-    ("cpu_unit", "auto, thread or core"),
-    ("mppr", "MPPR limits like 1:c,4:s, or none"),
-    ("order", "n or s"),
-    ("user_options", "yes or no"),
-    ("topology", "path of the node's hwloc XML, %n = node name"),
-    ("slurm_xml", "path of Slurm's hwloc_topo_whole.xml"),
+    (
+        "map",
+        "a layout or alias, or none",
+        "The site's default layout for steps without --lama-map. Unset (none): LAMA acts only \
+         when a user asks.",
+    ),
+    (
+        "bind",
+        "a binding width or alias, or none",
+        "The default binding width, with the site layout or a user layout given without \
+         --lama-bind. Unset: 1c, widened for -c N to the narrowest binding of N CPUs. Set: used \
+         as it is; narrower than -c warns the user once per step.",
+    ),
+    (
+        "membind",
+        "local, preferred or none",
+        "The default memory binding: local (only the NUMA nodes of each task's CPU binding), \
+         preferred (prefer them) or none.",
+    ),
+    (
+        "cpu_unit",
+        "auto, thread or core",
+        "What -c counts on this node: thread, core, or auto (from the job's CPUs and cpuset: \
+         Slurm counts cores when each CPU it allocates brings a whole core's threads).",
+    ),
+    (
+        "mppr",
+        "MPPR limits like 1:c,4:s, or none",
+        "The default MPPR limits, for example 1:c,4:s.",
+    ),
+    (
+        "order",
+        "n or s",
+        "The default rank order within a node: n (natural) or s (sequential).",
+    ),
+    (
+        "user_options",
+        "yes or no",
+        "Whether users may give --lama-* options. With no, only the site default applies and \
+         user options are refused with a message.",
+    ),
+    (
+        "topology",
+        "path of the node's hwloc XML, %n = node name",
+        "The node's hwloc XML file, %n standing for the node's short host name, for example \
+         /etc/slurm/topology/%n.xml (write it with lama export). Used first when it matches \
+         the node's online CPUs.",
+    ),
+    (
+        "slurm_xml",
+        "path of Slurm's hwloc_topo_whole.xml",
+        "Slurm's cached whole-node topology, default /var/lib/slurm/slurmd/hwloc_topo_whole.xml \
+         (written by Slurm 18.08 to 24.11 only), used while it matches the node's online CPUs.",
+    ),
     (
         "topology_cache",
         "path of the topology LAMA caches when slurmd starts, or none",
+        "LAMA's own cached topology, default /var/lib/slurm/slurmd/lama_topology.xml: written \
+         when slurmd starts (atomically, mode 0644) and used while it matches the node's online \
+         CPUs. It replaces the file Slurm 25.05 and later no longer write. A failed write is \
+         logged and slurmd starts anyway. none: neither written nor read.",
     ),
-    ("verbose", "yes or no"),
-    ("on_default_failure", "warn or fail"),
+    (
+        "verbose",
+        "yes or no",
+        "Print the per-task binding line for every step LAMA places, as --lama-verbose does.",
+    ),
+    (
+        "on_default_failure",
+        "warn or fail",
+        "When the site default cannot be placed (too many tasks, an empty cpuset): warn and run \
+         the step unbound, or fail it. A placement the user asked for always fails the step.",
+    ),
 ];
 
 fn known_keys() -> String {
-    KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+    KEYS.iter()
+        .map(|(k, _, _)| *k)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn boolean(key: &str, value: &str) -> Result<bool, String> {

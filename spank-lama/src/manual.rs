@@ -1,78 +1,11 @@
 //! spank-lama(8), generated from the tables the plugin itself uses: the `--lama-*` options and
 //! their `srun --help` text ([`crate::options::OPTIONS`]) and the site settings
-//! ([`crate::config::KEYS`], with the longer explanations below). `cargo run -p spank-lama
+//! ([`crate::config::KEYS`], each with what it does). `cargo run -p spank-lama
 //! --example manpage` prints it; the Debian package (`scripts/package.sh`) ships it.
 
 use crate::config::KEYS;
 use crate::options::OPTIONS;
 use lama_engine::roff::Page;
-
-/// The longer explanation of each site setting (the short form of its value is in `KEYS`).
-const KEY_DETAILS: [(&str, &str); 13] = [
-    (
-        "config",
-        "Read the settings from this TOML file first (key = \"value\", booleans as true or \
-         false); settings on the plugstack.conf line override it.",
-    ),
-    (
-        "map",
-        "The site's default layout for steps without --lama-map. Unset (none): LAMA acts only \
-         when a user asks.",
-    ),
-    (
-        "bind",
-        "The default binding width, with the site layout or a user layout given without \
-         --lama-bind. Unset: 1c, widened for -c N to the narrowest binding of N CPUs. Set: used \
-         as it is; narrower than -c warns the user once per step.",
-    ),
-    (
-        "membind",
-        "The default memory binding: local (only the NUMA nodes of each task's CPU binding), \
-         preferred (prefer them) or none.",
-    ),
-    (
-        "cpu_unit",
-        "What -c counts on this node: thread, core, or auto (from the job's CPUs and cpuset: \
-         Slurm counts cores when each CPU it allocates brings a whole core's threads).",
-    ),
-    ("mppr", "The default MPPR limits, for example 1:c,4:s."),
-    (
-        "order",
-        "The default rank order within a node: n (natural) or s (sequential).",
-    ),
-    (
-        "user_options",
-        "Whether users may give --lama-* options. With no, only the site default applies and \
-         user options are refused with a message.",
-    ),
-    (
-        "topology",
-        "The node's hwloc XML file, %n standing for the node's short host name, for example \
-         /etc/slurm/topology/%n.xml (write it with lama export). Used first when it matches \
-         the node's online CPUs.",
-    ),
-    (
-        "slurm_xml",
-        "Slurm's cached whole-node topology, default /var/lib/slurm/slurmd/hwloc_topo_whole.xml \
-         (written by Slurm 18.08 to 24.11 only), used while it matches the node's online CPUs.",
-    ),
-    (
-        "topology_cache",
-        "LAMA's own cached topology, default /var/lib/slurm/slurmd/lama_topology.xml: written \
-         when slurmd starts (atomically, mode 0644) and used while it matches the node's online \
-         CPUs. It replaces the file Slurm 25.05 and later no longer write. A failed write is \
-         logged and slurmd starts anyway. none: neither written nor read.",
-    ),
-    (
-        "verbose",
-        "Print the per-task binding line for every step LAMA places, as --lama-verbose does.",
-    ),
-    (
-        "on_default_failure",
-        "When the site default cannot be placed (too many tasks, an empty cpuset): warn and run \
-         the step unbound, or fail it. A placement the user asked for always fails the step.",
-    ),
-];
 
 /// The variables each placed task finds in its environment.
 const TASK_VARIABLES: [(&str, &str); 11] = [
@@ -155,11 +88,7 @@ pub fn man_page(version: &str) -> String {
          key or a bad value is logged (\"lama: invalid site configuration in ...\") and the \
          plugin refuses to load.",
     );
-    for (key, form) in KEYS {
-        let details = KEY_DETAILS
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map_or("", |(_, d)| *d);
+    for (key, form, details) in KEYS {
         p.item(
             &format!("{key}="),
             None,
@@ -243,21 +172,17 @@ mod tests {
                 "{name}'s usage"
             );
         }
-        for (key, _) in KEYS {
-            assert!(
-                KEY_DETAILS.iter().any(|(k, _)| *k == key),
-                "{key} has no explanation"
-            );
+        for (key, _, details) in KEYS {
             let escaped = lama_engine::roff::escape(key);
             assert!(page.contains(&format!("\\fB{escaped}=\\fR")), "{key}");
+            assert!(!details.is_empty(), "{key} has no explanation");
         }
-        assert_eq!(KEY_DETAILS.len(), KEYS.len());
     }
 
     #[test]
     fn every_key_is_in_plugstack_conf_example() {
         let example = include_str!("../../plugstack.conf.example");
-        for (key, _) in KEYS {
+        for (key, _, _) in KEYS {
             assert!(example.contains(&format!("#   {key}=")), "{key}");
         }
     }

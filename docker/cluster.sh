@@ -32,7 +32,8 @@ flavour=${LAMA_SLURM:-24.11}
 # `cargo build` on the host builds for it.
 slurm_flavour "$flavour" "$top" || exit 2
 project=${LAMA_CLUSTER:-$default_project}
-# What the containers see as /opt/lama: munge key, spank_lama.so, plugstack.conf.example.
+# What the containers see as /opt/lama: munge key, the plugin's Debian package,
+# install-plugin.sh, a configuration row's overlay.
 if [ "$project" == spank-lama ]; then stage=$build/lama; else stage=$build/lama-$project; fi
 mkdir -p "$stage"
 members=(slurmctld node1 node2 node3)
@@ -100,7 +101,6 @@ cmd_plugin() {
     deb=$(LAMA_DEB_FAST=1 "$top/scripts/package.sh" "$flavour") || return 1
     rm -f "$stage"/spank-lama_*.deb "$stage/spank_lama.so"
     install -m 0644 "$deb" "$stage/"
-    install -m 0644 "$top/plugstack.conf.example" "$stage/plugstack.conf.example"
     # For sites that build from source: the e2e tests check its refusal on the nodes.
     install -m 0755 "$top/scripts/install-plugin.sh" "$stage/install-plugin.sh"
 }

@@ -21,8 +21,31 @@ release=$((n >> 16)).$(printf %02d $(((n >> 8) & 255)))
 [ "$release" == "$flavour" ] || { echo "package: the headers in $headers are for Slurm $release, not $flavour" >&2; exit 1; }
 
 log "building spank_lama.so against Slurm $flavour's headers (target ${target#"$top"/}) and lama"
-CPATH=$headers CARGO_TARGET_DIR=$target cargo build --release --quiet -p spank-lama
+CPATH=$headers CARGO_TARGET_DIR=$target cargo build --release --quiet -p spank-lama --lib --example manpage
 cargo build --release --quiet -p lama-cli
+
+version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
+deb_version=$version+slurm$flavour
+# One directory per release: cargo-deb replaces the packages of the same name in its output
+# directory.
+mkdir -p "target/debian/slurm-$flavour"
+deb=target/debian/slurm-$flavour/spank-lama_${deb_version}_amd64.deb
+# The package is made again only when something it is made from changed (the clusters ask for
+# it at every start, and scripts/test.sh has built it already): the built files, the files it
+# takes from the repository, this script, the commit (its changelog names it), the options.
+inputs=$( {
+    sha256sum "$target/release/libspank_lama.so" "$target/release/examples/manpage" \
+        "$top/target/release/lama" plugstack.conf.example packaging/* spank-lama/Cargo.toml \
+        README.md scripts/package.sh
+    git rev-parse HEAD 2>/dev/null || true
+    echo "$flavour ${LAMA_DEB_FAST:-}"
+} | sha256sum | cut -c1-16)
+if [ -f "$deb" ] && [ "$(cat "$deb.inputs" 2>/dev/null)" == "$inputs" ]; then
+    log "$deb is up to date"
+    echo "$top/$deb"
+    exit 0
+fi
+rm -f "$deb.inputs"
 
 stage=$top/target/package/stage
 rm -rf "$stage"
@@ -34,13 +57,10 @@ strip --strip-unneeded -o "$stage/lama" "$top/target/release/lama"
 sed 's|^required |# required |' plugstack.conf.example > "$stage/lama.conf"
 grep -q '^# required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so' "$stage/lama.conf"
 "$stage/lama" manpage | gzip -9n > "$stage/lama.1.gz"
-CPATH=$headers CARGO_TARGET_DIR=$target cargo run --release --quiet -p spank-lama --example manpage \
-    | gzip -9n > "$stage/spank-lama.8.gz"
+"$target/release/examples/manpage" | gzip -9n > "$stage/spank-lama.8.gz"
 "$stage/lama" completions bash > "$stage/lama.bash"
 "$stage/lama" completions zsh > "$stage/_lama"
 "$stage/lama" completions fish > "$stage/lama.fish"
-version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
-deb_version=$version+slurm$flavour
 # A Debian changelog (the package's own history is the git log), dated by the last commit so
 # that two builds of one commit are the same.
 {
@@ -55,10 +75,6 @@ chmod 0755 "$stage/debian/preinst"
 
 fast=()
 [ "${LAMA_DEB_FAST:-}" != 1 ] || fast=(--fast)
-# One directory per release: cargo-deb replaces the packages of the same name in its output
-# directory.
-mkdir -p "target/debian/slurm-$flavour"
-deb=target/debian/slurm-$flavour/spank-lama_${deb_version}_amd64.deb
 cargo deb -p spank-lama --no-build --no-strip --variant "slurm${flavour/./-}" \
     --deb-version "$deb_version" --output "$deb" --quiet "${fast[@]}" >/dev/null
 log "built $deb ($(du -k "$deb" | cut -f1) KiB; plugin $(du -k "$stage/spank_lama.so" | cut -f1) KiB stripped)"
@@ -67,4 +83,5 @@ if command -v lintian >/dev/null; then
         || { echo "$report" >&2; echo "package: lintian reports errors in $deb" >&2; exit 1; }
     echo "$report" | grep -v -e 'root privileges is not recommended' -e '^$' >&2 || true
 fi
+echo "$inputs" > "$deb.inputs"
 echo "$top/$deb"

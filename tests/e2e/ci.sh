@@ -10,9 +10,11 @@
 # cluster is untouched.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/scripts/lib.sh"
 export LAMA_SLURM=${LAMA_SLURM:-24.11}
-if [ "$LAMA_SLURM" == 24.11 ]; then ci_project=spank-lama-ci; else ci_project=spank-lama-ci-${LAMA_SLURM//./}; fi
-export LAMA_CLUSTER=${LAMA_CLUSTER:-$ci_project}
+slurm_flavour "$LAMA_SLURM" "$top" || exit 2
+# The flavour's project name with -ci: spank-lama-ci, spank-lama-ci-2605.
+export LAMA_CLUSTER=${LAMA_CLUSTER:-${default_project/spank-lama/spank-lama-ci}}
 [ "${1:-}" == --base ] && export LAMA_PLUGIN=none
 
 "$top/scripts/deps.sh" || exit 1

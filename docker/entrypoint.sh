@@ -45,6 +45,7 @@ start_munge() {
 # NAME" lets that node's slurmd (and the plugin) discover the host's real topology instead of
 # its made-up XML (benchmarks of live discovery; NAME's slurm.conf line must match the host). Applied on every
 # member so that all daemons read the same configuration.
+host_topology=  # the nodes that discover the host's real topology (host-topology NAME)
 apply_overlay() {
     local overlay=/opt/lama/config.overlay what a b key
     [ -f "$overlay" ] || return 0
@@ -60,7 +61,7 @@ apply_overlay() {
                 fi
                 ;;
             node) sed -i "s|^NodeName=$a .*|& $b|" /etc/slurm/slurm.conf ;;
-            host-topology) ;; # read by the node itself, below
+            host-topology) host_topology+=" $a" ;;
             plugstack)
                 [ -f /etc/slurm/plugstack.conf.d/lama.conf ] && sed -i "s|^required |$a |" /etc/slurm/plugstack.conf.d/lama.conf
                 ;;
@@ -80,7 +81,7 @@ case "$role" in
     node)
         remount_cgroups
         node=$(hostname -s)
-        if grep -qx "host-topology $node" /opt/lama/config.overlay 2>/dev/null; then
+        if [[ " $host_topology " == *" $node "* ]]; then
             echo "entrypoint: $node discovers the host's real topology" >&2
         else
             export HWLOC_XMLFILE=/etc/slurm/topology/$node.xml HWLOC_THISSYSTEM=1

@@ -340,11 +340,15 @@ t_site_default_and_policy() {
     [ $refused -ne 0 ] && [ $said -eq 0 ] || fail "user option not refused: $(cat "$work/err")"
 }
 
+# The number of lines in a node's slurmd log, and the lines after that many.
+slurmd_log_lines() { on "$1" sh -c 'wc -l < /var/log/slurm/slurmd.log'; }
 slurmd_log_since() { on "$1" sh -c "tail -n +$2 /var/log/slurm/slurmd.log"; }
+# The Slurm version a node runs (slurmd -V: "slurm 24.11.5").
+slurm_version() { on "$1" slurmd -V | awk '{ print $2 }'; }
 
 t_topology_sources() {
     local n1
-    n1=$(on node1 sh -c 'wc -l < /var/log/slurm/slurmd.log')
+    n1=$(slurmd_log_lines node1)
     run_srun -w node1 -n2 --lama-map=scbnh --lama-bind=1c || fail "srun failed: $(cat "$work/err")" || return 1
     slurmd_log_since node1 "$n1" | grep -qF "source=$step_source" \
         || fail "$step_source was not used: $(slurmd_log_since node1 "$n1" | grep lama)" || return 1
@@ -356,7 +360,7 @@ t_topology_sources() {
     local kind
     for kind in corrupt stale; do
         set_plugstack "topology=/etc/slurm/topology/$kind-%n.xml"
-        n1=$(on node1 sh -c 'wc -l < /var/log/slurm/slurmd.log')
+        n1=$(slurmd_log_lines node1)
         run_srun -N3 -n6 --lama-map=scbnh --lama-bind=1c
         local rc=$?
         reset_plugstack
@@ -388,7 +392,7 @@ t_topology_cache() {
     done
     # Steps use the flavour's source, and say so in slurmd's log.
     local n1
-    n1=$(on node1 sh -c 'wc -l < /var/log/slurm/slurmd.log')
+    n1=$(slurmd_log_lines node1)
     run_srun -w node1 -n2 --lama-map=scbnh --lama-bind=1c || fail "srun failed: $(cat "$work/err")" || return 1
     assert_eq "placement" "node1:0 node1:1" "$(actual_cpus)" || return 1
     slurmd_log_since node1 "$n1" | grep -qF "source=$step_source" \
@@ -400,7 +404,7 @@ t_topology_cache() {
     # The cache cannot be written (its directory does not exist): slurmd starts anyway and
     # says why; steps fall back to the next source with the reason logged.
     set_plugstack "topology_cache=/nonexistent/lama_topology.xml"
-    n1=$(on node1 sh -c 'wc -l < /var/log/slurm/slurmd.log')
+    n1=$(slurmd_log_lines node1)
     restart_slurmd node1 || { reset_plugstack; restart_slurmd node1; return 1; }
     run_srun -w node1 -n2 --lama-map=scbnh --lama-bind=1c
     local rc=$? log
@@ -425,7 +429,7 @@ t_install_refuses_other_slurm() {
     # message that names both versions, and nothing is installed.
     local so=/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so built running
     built=$(on node1 sh -c "grep -ao 'spank-lama built for Slurm [0-9.]*' $so" | awk '{ print $NF }')
-    running=$(on node1 slurmd -V | awk '{ print $2 }')
+    running=$(slurm_version node1)
     assert_eq "the installed plugin's Slurm" "$running" "$built" || return 1
     on node1 sh -c "sed 's/spank-lama built for Slurm $built/spank-lama built for Slurm 23.02.9/' $so > /tmp/other.so; rm -f /tmp/installed.so"
     on node1 sh /opt/lama/install-plugin.sh /tmp/other.so /tmp/installed.so > "$work/install" 2>&1 \
@@ -439,7 +443,7 @@ t_package_installed() {
     # Every member runs the plugin from the Debian package built for its Slurm: manual pages,
     # the options in srun --help, lama --version naming the Slurm, completions, the conffile.
     local running
-    running=$(on node1 slurmd -V | awk '{ print $2 }')
+    running=$(slurm_version node1)
     assert_eq "package version" "+slurm${flavour}" "$(on node1 dpkg-query -W -f '${Version}' spank-lama | grep -o '+slurm.*')" || return 1
     on node1 sh -c 'MANWIDTH=100 man spank-lama' > "$work/man8" 2>&1 || fail "man spank-lama: $(head -3 "$work/man8")" || return 1
     grep -q -- "--lama-map=LAYOUT" "$work/man8" && grep -q "topology_cache=" "$work/man8" \
@@ -507,7 +511,7 @@ t_node_configuration_error_fails_the_job_not_the_node() {
     # there with the plugin's message in slurmd's log, and node3 stays in service; not drained
     # (Slurm 26.05 would drain it by default: the plugin sets slurm_spank_init_failure_mode).
     local n3 line
-    n3=$(on node3 sh -c 'wc -l < /var/log/slurm/slurmd.log')
+    n3=$(slurmd_log_lines node3)
     line=$(on node3 cat /etc/slurm/plugstack.conf.d/lama.conf)
     echo "$line mapp=scbnh" | on node3 sh -c 'cat > /etc/slurm/plugstack.conf.d/lama.conf'
     run_srun -w node3 -n1 --lama-map=scbnh

@@ -28,20 +28,12 @@ esac
 
 # --- helpers -------------------------------------------------------------------------------
 
+. "$top/tests/lib.sh"
+
 # Runs a command as the unprivileged user on the controller (the submit host).
 as_user() { "$cluster" exec -u tester slurmctld "$@"; }
 # Runs a command as root in one member.
 on() { local m=$1; shift; "$cluster" exec "$m" "$@"; }
-
-# What each task reports, one line per task sorted by rank: "RANK HOST CPUS LAMA_CPUS".
-task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_CPUS-unset}"'
-# srun ARGS... with the task report; stdout to $work/out, stderr to $work/err, returns srun's status.
-run_srun() {
-    as_user srun "$@" bash -c "$task_report" > "$work/out" 2> "$work/err"
-    local rc=$?
-    sort -n -o "$work/out" "$work/out"
-    return $rc
-}
 
 # Runs BODY (shell lines) as a batch job with SBATCH-ARGS and waits; the output (from the job's
 # first node, NODE) lands in $work/out, task report lines only, sorted by rank.
@@ -52,76 +44,9 @@ run_batch() { # NODE BODY SBATCH-ARGS...
     on "$node" cat /tmp/lama-batch.out | grep -E '^[0-9]+ ' | sort -n > "$work/out"
 }
 
-fail() { echo "    $*" >&2; return 1; }
-
-# assert_eq WHAT EXPECTED ACTUAL
-assert_eq() {
-    [ "$2" == "$3" ] || fail "$1: expected [$2], got [$3]"
-}
-
-# Polls CMD... (quietly) until it succeeds, at most SECONDS: wait_for SECONDS CMD...
-wait_for() {
-    local deadline=$((SECONDS + $1)); shift
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $deadline ] || return 1
-        sleep 0.5
-    done
-}
-
-job_state() { as_user squeue -h -j "$1" -o %T 2>/dev/null; }
-job_running() { [ "$(job_state "$1")" == RUNNING ]; }
-job_gone() { [ -z "$(job_state "$1")" ]; }
 nodes_idle() { [ "$(as_user sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')" == "node1 idle node2 idle node3 idle " ]; }
-
-# hold_cpus NODE N: a batch job holding N CPUs of NODE (sleeping); prints its id once it runs.
-hold_cpus() {
-    local id
-    id=$(as_user sbatch --parsable -w "$1" -n "$2" -o /dev/null --wrap 'sleep 300') || return 1
-    wait_for 30 job_running "$id" || { as_user scancel "$id"; fail "job $id holding $2 CPU(s) of $1 did not start"; return 1; }
-    echo "$id"
-}
-# release JOBID: cancels the job and waits until it is gone and every node is idle again.
-release() {
-    as_user scancel "$1"
-    wait_for 60 job_gone "$1" && wait_for 60 nodes_idle || fail "job $1 did not end cleanly"
-}
 # The cpuset.cpus of a job's cgroup (cgroup v1, task/cgroup) on NODE: job_cpuset NODE JOBID
 job_cpuset() { on "$1" sh -c "cat /sys/fs/cgroup/cpuset/slurm_$1/uid_*/job_$2/cpuset.cpus"; }
-
-# The field of the task report (2 host, 3 Cpus_allowed_list, 4 LAMA_CPUS) of every task, space-separated.
-report_field() { awk -v f="$1" '{ printf "%s%s", (NR > 1 ? " " : ""), $f }' "$work/out"; }
-
-# The CPUs reported by the tasks, as "host:cpus" per rank.
-actual_cpus() { awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $3 }' "$work/out"; }
-
-# What `lama map` predicts for the tasks of the last run: for each node, its tasks (by Slurm's
-# rank order) placed on that node's topology restricted to CPUS (default: the node's CPUs),
-# with the lama options given. Prints "host:cpus" per rank like actual_cpus.
-# predict [--restrict CPUS] LAMA-MAP-ARGS...
-predict() {
-    local restrict=() ; if [ "$1" == "--restrict" ]; then restrict=(--restrict "$2"); shift 2; fi
-    local -A cpus_of
-    local host
-    for host in $(awk '{ print $2 }' "$work/out" | sort -u); do
-        local ranks np json
-        ranks=$(awk -v h="$host" '$2 == h { print $1 }' "$work/out" | sort -n)
-        np=$(echo "$ranks" | wc -l)
-        json=$("$lama" map --topology "$work/$host.xml" --np "$np" "${restrict[@]}" "$@" --json) || return 1
-        local k=0 r
-        for r in $ranks; do
-            cpus_of[$r]=$(echo "$json" | jq -r ".processes[$k].cpus | map(tostring) | join(\",\")")
-            k=$((k + 1))
-        done
-    done
-    local first=1 r
-    for r in $(awk '{ print $1 }' "$work/out"); do
-        host=$(awk -v r="$r" '$1 == r { print $2 }' "$work/out")
-        [ $first -eq 1 ] || printf ' '
-        first=0
-        # lama prints 0,1; the kernel prints ranges (0-1): compare in the kernel's form.
-        printf '%s:%s' "$host" "$(echo "${cpus_of[$r]}" | tr ',' '\n' | awk 'NR == 1 { s = $1; e = $1; next } $1 == e + 1 { e = $1; next } { printf "%s,", (s == e ? s : s "-" e); s = $1; e = $1 } END { printf "%s", (s == e ? s : s "-" e) }')"
-    done
-}
 
 # Writes the plugin's plugstack line on every member (srun reads it too), with extra args.
 set_plugstack() {
@@ -931,15 +856,4 @@ if [ "${1:-}" == --base ]; then base_only=1; shift; set -- "${base_tests[@]}"; f
 selected=("$@")
 [ ${#selected[@]} -gt 0 ] || selected=("${all_tests[@]}")
 [ "${selected[0]}" == t_setup ] || selected=(t_setup "${selected[@]}")
-passed=0 failed=0
-for t in "${selected[@]}"; do
-    if "$t"; then
-        echo "ok   $t"
-        passed=$((passed + 1))
-    else
-        echo "FAIL $t"
-        failed=$((failed + 1))
-    fi
-done
-echo "e2e: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+run_tests e2e "${selected[@]}"

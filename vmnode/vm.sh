@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# The QEMU test node (see vmnode/README.md): one Debian trixie guest under QEMU's software
+# emulation with a real multi-socket NUMA topology (2 packages x 2 dies, one NUMA node and one
+# L3 per die, 4 cores per package, 2 threads per core: 16 CPUs) and cgroup v2, running Slurm
+# 24.11's slurmctld and slurmd (cgroup/v2, task/cgroup,task/affinity, proctrack/cgroup) with
+# the plugin installed from its Debian package.
+#   vmnode/vm.sh build     the guest image (vmnode/image.sh; cached by a hash of its inputs)
+#   vmnode/vm.sh up        build, the plugin's package for Slurm 24.11 (scripts/package.sh), boot,
+#                          install the package, write Slurm's configuration with the node line of
+#                          the guest's own hwloc discovery, start munge, slurmctld, slurmd; each
+#                          step waits on readiness and names what is late
+#   vmnode/vm.sh down      stop the guest (its disk is a snapshot: nothing of a run is kept)
+#   vmnode/vm.sh exec [-u USER] CMD...   run a command in the guest (root by default), stdin
+#                          passed through, its exit status returned
+#   vmnode/vm.sh logs      slurmctld's and slurmd's logs, and the guest's console
+#   vmnode/vm.sh status    the guest, its daemons and sinfo
+#   vmnode/vm.sh check     whether this machine can run the guest; prints the reason if not
+#   vmnode/vm.sh test [TEST...]  check, up, tests/vm/run.sh, logs on failure, down
+# Environment:
+#   LAMA_VM=0              check (and so scripts/test.sh) says the guest tests are not wanted
+#   LAMA_VM_BOOT_TIMEOUT=S bound on the boot, up to the guest's sshd answering (default 420)
+#   LAMA_VM_PORT=P         the host's loopback port forwarded to the guest's sshd (default: a
+#                          free one from 10022 up)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(dirname "$here")
+. "$top/scripts/lib.sh"
+build=$here/.build
+run=$build/run
+suite=trixie
+flavour=24.11
+mkdir -p "$run"
+
+# The machine: two packages of two dies; each die one NUMA node of 1 GiB with its own L3 (QEMU
+# shares L3 per die); two cores per die, two threads per core. Cascadelake-Server, an Intel
+# model: QEMU exposes dies (CPUID leaf 0x1F) and two threads per core for it under TCG, where
+# -cpu max on an AMD host warns that it cannot do hyperthreading. NUMA distances as a
+# sub-NUMA-clustered two-socket server reports them: 12 within a package, 21 across.
+qemu_machine=(-accel tcg,thread=multi -machine q35 -cpu Cascadelake-Server
+    -smp 16,sockets=2,dies=2,cores=2,threads=2 -m 4G)
+for n in 0 1 2 3; do
+    qemu_machine+=(-object "memory-backend-ram,id=mem$n,size=1G"
+        -numa "node,nodeid=$n,cpus=$((n * 4))-$((n * 4 + 3)),memdev=mem$n")
+done
+for pair in 0:1 2:3; do qemu_machine+=(-numa "dist,src=${pair%:*},dst=${pair#*:},val=12"); done
+for pair in 0:2 0:3 1:2 1:3; do qemu_machine+=(-numa "dist,src=${pair%:*},dst=${pair#*:},val=21"); done
+guest_mem_mib=4096
+
+# The image directory for the current inputs (the suite, the mirror, the recipe).
+image_dir() {
+    local hash
+    hash=$(printf '%s\n' "$suite" "$(debian_mirror)" | cat - "$here/image.sh" | sha256sum | cut -c1-12)
+    echo "$build/image-$hash"
+}
+
+cmd_build() {
+    local dir t0=$SECONDS
+    dir=$(image_dir)
+    if [ -f "$dir/.done" ]; then
+        echo "$dir"
+        return 0
+    fi
+    log "building the guest image from Debian $suite packages ($(debian_mirror)): ${dir#"$top"/}"
+    # Images of earlier inputs are removed: each is about 1 GiB.
+    rm -rf "$build"/image-*
+    "$here/image.sh" "$dir.tmp" "$suite" "$(debian_mirror)" >&2 \
+        || { echo "vmnode: building the guest image failed" >&2; rm -rf "$dir.tmp"; return 1; }
+    mv "$dir.tmp" "$dir"
+    touch "$dir/.done"
+    log "guest image built in $((SECONDS - t0))s"
+    echo "$dir"
+}
+
+ssh_opts() {
+    local dir
+    dir=$(cat "$run/image")
+    echo "-q -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=5 -o ControlPath=$run/ssh.ctl -i $dir/id_ed25519 -p $(cat "$run/port")"
+}
+
+# Runs a shell command line in the guest as root: guest 'CMD LINE'
+guest() {
+    # shellcheck disable=SC2046
+    ssh $(ssh_opts) root@127.0.0.1 -- "$1"
+}
+
+running() { [ -f "$run/qemu.pid" ] && kill -0 "$(cat "$run/qemu.pid")" 2>/dev/null; }
+
+free_port() {
+    local p=${LAMA_VM_PORT:-10022}
+    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+    echo "$p"
+}
+
+# Why this machine cannot run the guest, or nothing.
+why_not() {
+    [ "${LAMA_VM:-1}" != 0 ] || { echo "LAMA_VM=0 was given"; return; }
+    command -v qemu-system-x86_64 >/dev/null || { echo "qemu-system-x86_64 is not installed (scripts/deps.sh installs it)"; return; }
+    qemu-system-x86_64 -accel help 2>/dev/null | grep -qx tcg || { echo "this qemu-system-x86_64 has no TCG (software emulation)"; return; }
+    local avail
+    avail=$(awk '$1 == "MemAvailable:" { print int($2 / 1024) }' /proc/meminfo)
+    [ "$avail" -ge $((guest_mem_mib + 1024)) ] || { echo "the guest needs $((guest_mem_mib + 1024)) MiB of free memory and the machine has $avail MiB"; return; }
+    local disk
+    disk=$(df -Pm "$build" | awk 'NR == 2 { print $4 }')
+    [ "$disk" -ge 4096 ] || { echo "the guest image needs 4 GiB of free disk in $build and there are $disk MiB"; return; }
+}
+
+cmd_check() {
+    local why
+    why=$(why_not)
+    if [ -n "$why" ]; then
+        echo "vmnode: this machine cannot run the guest: $why" >&2
+        return 1
+    fi
+}
+
+# Waits until CMD... succeeds (quietly), at most SECONDS; fails early when the guest is gone.
+# wait_until SECONDS WHAT CMD...
+wait_until() {
+    local bound=$1 what=$2 deadline=$((SECONDS + $1))
+    shift 2
+    until "$@" >/dev/null 2>&1; do
+        running || { echo "vmnode: the guest stopped while waiting for $what" >&2; return 1; }
+        [ $SECONDS -lt $deadline ] || { echo "vmnode: $what: not ready after ${bound}s" >&2; return 1; }
+        sleep 1
+    done
+}
+
+console_tail() {
+    echo "vmnode: the last lines of the guest's console ($run/console.log):" >&2
+    tail -n 15 "$run/console.log" 2>/dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/^/    /' >&2
+}
+
+boot() {
+    local dir=$1 port t0=$SECONDS try
+    for try in 1 2 3; do
+        port=$(free_port)
+        echo "$port" > "$run/port"
+        rm -f "$run/qemu.pid" "$run/console.log"
+        log "booting the guest (QEMU TCG, 16 CPUs: 2 packages x 2 dies x 2 cores x 2 threads, 4 NUMA nodes; ssh on 127.0.0.1:$port)"
+        # The guest's writes go to a temporary snapshot; the image stays as built. Its only
+        # network is QEMU's user-mode network, restricted (no route out of the guest), with the
+        # guest's sshd forwarded to a loopback port of the host.
+        if qemu-system-x86_64 -name lama-vmnode "${qemu_machine[@]}" \
+            -kernel "$dir/vmlinux" -initrd "$dir/initrd.img" \
+            -append "root=/dev/vda rw console=ttyS0 quiet" \
+            -drive "file=$dir/root.img,if=virtio,format=raw,snapshot=on" \
+            -nic "user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
+            -display none -monitor none -serial "file:$run/console.log" \
+            -daemonize -pidfile "$run/qemu.pid" 2> "$run/qemu.log"; then
+            break
+        fi
+        # Another program may have taken the port between the look and the start.
+        grep -q 'host forwarding' "$run/qemu.log" && [ $try -lt 3 ] && continue
+        echo "vmnode: qemu did not start:" >&2
+        grep -v "TCG doesn't support requested feature" "$run/qemu.log" >&2
+        return 1
+    done
+    local bound=${LAMA_VM_BOOT_TIMEOUT:-420}
+    if ! wait_until "$bound" "the guest's sshd" guest true; then
+        console_tail
+        return 1
+    fi
+    # One connection shared by every later command (a new one costs about a second under TCG).
+    # shellcheck disable=SC2046
+    ssh $(ssh_opts) -o ControlMaster=yes -o ControlPersist=yes -N -f root@127.0.0.1 < /dev/null > /dev/null 2>&1 || true
+    log "the guest answers after $((SECONDS - t0))s"
+}
+
+# Writes Slurm's configuration in the guest: slurm.conf and cgroup.conf from this folder, the
+# node line from `slurmd -C` (hwloc's discovery of the guest's real machine).
+configure_slurm() {
+    local node_line
+    node_line=$(guest 'slurmd -C' | grep '^NodeName=') || { echo "vmnode: slurmd -C printed no node line" >&2; return 1; }
+    # Memory is left to the jobs' defaults; RealMemory stays as slurmd measures it.
+    { cat "$here/slurm.conf"; echo "$node_line"; echo "PartitionName=debug Nodes=vmnode Default=YES MaxTime=INFINITE State=UP"; } \
+        | guest 'cat > /etc/slurm/slurm.conf'
+    guest 'cat > /etc/slurm/cgroup.conf' < "$here/cgroup.conf"
+    echo "$node_line" > "$run/node-line"
+}
+
+install_plugin() {
+    local deb=$1
+    guest 'cat > /tmp/spank-lama.deb' < "$deb"
+    guest 'dpkg -i /tmp/spank-lama.deb >/dev/null && rm /tmp/spank-lama.deb' \
+        || { echo "vmnode: the package $(basename "$deb") was not installed in the guest" >&2; return 1; }
+    guest "sed -i 's|^# required |required |' /etc/slurm/plugstack.conf.d/lama.conf && grep -q '^required ' /etc/slurm/plugstack.conf.d/lama.conf" \
+        || { echo "vmnode: no plugin line to enable in the guest's lama.conf" >&2; return 1; }
+}
+
+# Starts one unit; systemctl returns once it is ready (munge forks, slurmctld and slurmd notify).
+start_unit() {
+    local unit=$1
+    if ! guest "timeout 120 systemctl start $unit"; then
+        echo "vmnode: $unit did not start within 120s:" >&2
+        guest "systemctl status --no-pager $unit | tail -n 20" >&2 || true
+        return 1
+    fi
+}
+
+node_state() { guest 'sinfo -h -N -o %T' 2>/dev/null; }
+node_idle() { [ "$(node_state)" == idle ]; }
+
+cmd_up() {
+    local dir deb t0=$SECONDS
+    cmd_check || return 1
+    dir=$(cmd_build)
+    deb=$(LAMA_DEB_FAST=1 "$top/scripts/package.sh" "$flavour") || return 1
+    cmd_down 2>/dev/null || true
+    echo "$dir" > "$run/image"
+    boot "$dir" || return 1
+    install_plugin "$deb" || return 1
+    configure_slurm || return 1
+    local unit
+    for unit in munge slurmctld slurmd; do start_unit "$unit" || return 1; done
+    if ! wait_until 60 "slurmd registering with slurmctld" node_idle; then
+        echo "vmnode: the node is '$(node_state)', not idle; slurmd's log:" >&2
+        guest 'tail -n 20 /var/log/slurm/slurmd.log' >&2 || true
+        return 1
+    fi
+    log "Slurm is up in the guest after $((SECONDS - t0))s: $(cat "$run/node-line")"
+}
+
+cmd_down() {
+    if running; then
+        local pid
+        pid=$(cat "$run/qemu.pid")
+        # Nothing in the guest is kept (snapshot disk): stopping QEMU is enough.
+        # shellcheck disable=SC2046
+        ssh $(ssh_opts) -O exit root@127.0.0.1 > /dev/null 2>&1 || true
+        kill "$pid"
+
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$run/qemu.pid"
+}
+
+cmd_exec() {
+    local user=root
+    if [ "${1:-}" == -u ]; then user=$2; shift 2; fi
+    [ $# -gt 0 ] || { echo "usage: vmnode/vm.sh exec [-u USER] CMD..." >&2; return 2; }
+    running || { echo "vmnode: the guest is not running (vmnode/vm.sh up)" >&2; return 1; }
+    local line
+    line=$(printf '%q ' "$@")
+    if [ "$user" == root ]; then guest "$line"; else guest "cd ~$user && runuser -u $user -- $line"; fi
+}
+
+cmd_logs() {
+    running || { echo "vmnode: the guest is not running" >&2; return 1; }
+    local f
+    for f in slurmctld slurmd; do
+        echo "== $f"
+        guest "cat /var/log/slurm/$f.log" || true
+    done
+    echo "== console"
+    tr -d '\r' < "$run/console.log" || true
+}
+
+cmd_test() {
+    local t0=$SECONDS rc=0
+    if ! cmd_check; then
+        echo "vm: 0 passed, 0 failed, 1 skipped"
+        return 0
+    fi
+    if ! cmd_up; then
+        echo "vmnode: the guest did not come up" >&2
+        cmd_down
+        echo "vm: 0 passed, 1 failed"
+        return 1
+    fi
+    "$top/tests/vm/run.sh" "$@" || rc=1
+    if [ $rc -ne 0 ]; then
+        local logs=${TMPDIR:-/tmp}/spank-lama-vm-logs.txt
+        cmd_logs > "$logs" 2>&1
+        echo "vmnode: daemon logs and console in $logs" >&2
+    fi
+    cmd_down
+    log "guest tests took $((SECONDS - t0))s"
+    return $rc
+}
+
+case "${1:-}" in
+    build) cmd_build > /dev/null ;;
+    up) cmd_up ;;
+    down) cmd_down ;;
+    exec) shift; cmd_exec "$@" ;;
+    logs) cmd_logs ;;
+    status)
+        if running; then
+            echo "guest running (pid $(cat "$run/qemu.pid"), ssh on 127.0.0.1:$(cat "$run/port"))"
+            guest 'systemctl is-active munge slurmctld slurmd | paste -sd" "; sinfo -N -o "%N %T %c %z"'
+        else
+            echo "guest not running"
+        fi
+        ;;
+    check) cmd_check && echo "vmnode: this machine can run the guest" ;;
+    test) shift; cmd_test "$@" ;;
+    *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+esac

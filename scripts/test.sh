@@ -2,8 +2,11 @@
 # Runs every test: unit, golden, property and integration tests of the crates (cargo test),
 # then the whole end-to-end suite (tests, fault tests, configuration matrix) on a docker Slurm
 # cluster of its own for each supported Slurm: 24.11 (Debian trixie), then 26.05 (Debian sid)
-# (tests/e2e/ci.sh: started, tested, daemon logs kept on failure, removed). Installs what it
-# needs first. LAMA_SLURM=24.11 or 26.05 runs one flavour only.
+# (tests/e2e/ci.sh: started, tested, daemon logs kept on failure, removed), then the tests on
+# the QEMU test node, a real two-package, four-NUMA-node SMT machine with cgroup v2 and Slurm
+# 24.11 (vmnode/vm.sh test), when this machine can run it; when it cannot, it says why and
+# goes on. Installs what it needs first. LAMA_SLURM=24.11 or 26.05 runs one docker flavour only;
+# LAMA_VM=0 leaves out the guest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -31,6 +34,15 @@ for f in "${flavours[@]}"; do
     LAMA_SLURM=$f tests/e2e/ci.sh || rc=1
     log "Slurm $f: end-to-end tests took $((SECONDS - t))s"
 done
+
+if why=$(vmnode/vm.sh check 2>&1); then
+    log "end-to-end tests on the QEMU test node (cgroup v2, 2 packages, 4 NUMA nodes, SMT)"
+    t=$SECONDS
+    vmnode/vm.sh test || rc=1
+    log "QEMU test node: build, boot and tests took $((SECONDS - t))s"
+else
+    log "NOT RUN: the tests on the QEMU test node. ${why#vmnode: }"
+fi
 [ $rc -eq 0 ] || { log "end-to-end tests failed"; exit 1; }
 
 log "all tests passed in $((SECONDS - start))s"

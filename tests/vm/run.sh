@@ -66,7 +66,11 @@ t_real_topology() {
     # placement of all 16 PUs as the topology discovered just now.
     on_guest cat /var/lib/slurm/slurmd/hwloc_topo_whole.xml > "$work/slurm.xml" || fail "no Slurm cached XML" || return 1
     assert_eq "Slurm's cached topology" "$("$lama" map -t "$work/vmnode.xml" --np 16 --map Nscbnh --json | jq -c .processes)" \
-        "$("$lama" map -t "$work/slurm.xml" --np 16 --map Nscbnh --json | jq -c .processes)"
+        "$("$lama" map -t "$work/slurm.xml" --np 16 --map Nscbnh --json | jq -c .processes)" || return 1
+    # and a step says it read that file.
+    run_whole -n1 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    on_guest grep -qE "lama: placed 1 task\(s\) with layout scbnh .* job=[0-9]+ step=0 source=Slurm's cached /var/lib/slurm/slurmd/hwloc_topo_whole.xml " \
+        /var/log/slurm/slurmd.log || fail "slurmd's log does not show a step reading Slurm's cached topology"
 }
 
 t_cgroup_v2() {

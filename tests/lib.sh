@@ -1,8 +1,12 @@
 # shellcheck shell=bash
 # Shared helpers of the end-to-end tests (sourced by tests/e2e/run.sh on the docker cluster and
-# tests/vm/run.sh on the QEMU test node). The sourcing runner defines as_user (runs a command as
-# the unprivileged user on the submit host) and nodes_idle (every node idle again), and sets work (a scratch directory holding each
-# node's topology as $work/HOST.xml) and lama (the lama command).
+# tests/vm/run.sh on the QEMU test node, with top set to the repository). The sourcing runner
+# defines as_user (runs a command as the unprivileged user on the submit host) and nodes_idle
+# (every node idle again). Sets work (a scratch directory, removed on exit; each node's
+# topology goes in $work/HOST.xml) and lama (the host's lama command, for predictions).
+lama=$top/target/release/lama
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 # What each task reports, one line per task sorted by rank: "RANK HOST CPUS LAMA_CPUS".
 task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_CPUS-unset}"'

@@ -12,10 +12,8 @@
 # Ends with "e2e: N passed, N failed"; exits non-zero if any failed.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/lib.sh"
 cluster=$top/docker/cluster.sh
-lama=$top/target/release/lama
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 nodes=(node1 node2 node3)
 flavour=${LAMA_SLURM:-24.11}
 # Where steps find the node's topology: Slurm's cached XML up to 24.11; from 25.05 on, Slurm no
@@ -27,8 +25,6 @@ case $flavour in
 esac
 
 # --- helpers -------------------------------------------------------------------------------
-
-. "$top/tests/lib.sh"
 
 # Runs a command as the unprivileged user on the controller (the submit host).
 as_user() { "$cluster" exec -u tester slurmctld "$@"; }

@@ -11,12 +11,8 @@
 # Ends with "vm: N passed, N failed"; exits non-zero if any failed.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-vm=$top/vmnode/vm.sh
-lama=$top/target/release/lama
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
 . "$top/tests/lib.sh"
+vm=$top/vmnode/vm.sh
 
 # Runs a command as the unprivileged user in the guest (the submit host is the node).
 as_user() { "$vm" exec -u tester "$@"; }

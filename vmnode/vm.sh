@@ -203,7 +203,7 @@ node_idle() { [ "$(node_state)" == idle ]; }
 cmd_up() {
     local dir deb t0=$SECONDS
     cmd_check || return 1
-    dir=$(cmd_build)
+    dir=$(cmd_build) || return 1
     deb=$(LAMA_DEB_FAST=1 "$top/scripts/package.sh" "$flavour") || return 1
     cmd_down 2>/dev/null || true
     echo "$dir" > "$run/image"

@@ -35,14 +35,16 @@ for f in "${flavours[@]}"; do
     log "Slurm $f: end-to-end tests took $((SECONDS - t))s"
 done
 
+not_run=
 if why=$(vmnode/vm.sh check 2>&1); then
     log "end-to-end tests on the QEMU test node (cgroup v2, 2 packages, 4 NUMA nodes, SMT)"
     t=$SECONDS
     vmnode/vm.sh test || rc=1
     log "QEMU test node: build, boot and tests took $((SECONDS - t))s"
 else
-    log "NOT RUN: the tests on the QEMU test node. ${why#vmnode: }"
+    not_run="NOT RUN: the tests on the QEMU test node, as ${why#vmnode: }"
+    log "$not_run"
 fi
 [ $rc -eq 0 ] || { log "end-to-end tests failed"; exit 1; }
 
-log "all tests passed in $((SECONDS - start))s"
+log "all tests passed in $((SECONDS - start))s${not_run:+ ($not_run)}"

@@ -5,7 +5,7 @@
 # (every node idle again). Sets work (a scratch directory, removed on exit; each node's
 # topology goes in $work/HOST.xml) and lama (the host's lama command, for predictions).
 lama=$top/target/release/lama
-work=$(mktemp -d)
+work=$(mktemp -d) || exit 1
 trap 'rm -rf "$work"' EXIT
 
 # What each task reports, one line per task sorted by rank: "RANK HOST CPUS LAMA_CPUS".

@@ -19,8 +19,9 @@
 # Environment:
 #   LAMA_VM=0              check (and so scripts/test.sh) says the guest tests are not wanted
 #   LAMA_VM_BOOT_TIMEOUT=S bound on the boot, up to the guest's sshd answering (default 420)
-#   LAMA_VM_PORT=P         the host's loopback port forwarded to the guest's sshd (default: a
-#                          free one from 10022 up)
+#   LAMA_VM_TEST_TIMEOUT=S test: bound on tests/vm/run.sh (default 1200)
+#   LAMA_VM_PORT=P         the first loopback port of the host tried for forwarding to the
+#                          guest's sshd (default 10022; the first free one from there is used)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
@@ -29,7 +30,6 @@ build=$here/.build
 run=$build/run
 suite=trixie
 flavour=24.11
-mkdir -p "$run"
 
 # The machine: two packages of two dies; each die one NUMA node of 1 GiB with its own L3 (QEMU
 # shares L3 per die); two cores per die, two threads per core. Cascadelake-Server, an Intel
@@ -46,27 +46,23 @@ for pair in 0:1 2:3; do qemu_machine+=(-numa "dist,src=${pair%:*},dst=${pair#*:}
 for pair in 0:2 0:3 1:2 1:3; do qemu_machine+=(-numa "dist,src=${pair%:*},dst=${pair#*:},val=21"); done
 guest_mem_mib=4096
 
-# The image directory for the current inputs (the suite, the mirror, the recipe).
-image_dir() {
-    local hash
-    hash=$(printf '%s\n' "$suite" "$(debian_mirror)" | cat - "$here/image.sh" | sha256sum | cut -c1-12)
-    echo "$build/image-$hash"
-}
-
+# Prints the guest image's directory, built first unless the one for the current inputs (the
+# suite, the mirror, the recipe) exists.
 cmd_build() {
-    local dir t0=$SECONDS
-    dir=$(image_dir)
+    local mirror hash dir t0=$SECONDS
+    mirror=$(debian_mirror) || return 1
+    hash=$( (printf '%s\n' "$suite" "$mirror"; cat "$here/image.sh") | sha256sum | cut -c1-12)
+    dir=$build/image-$hash
     if [ -f "$dir/.done" ]; then
         echo "$dir"
         return 0
     fi
-    log "building the guest image from Debian $suite packages ($(debian_mirror)): ${dir#"$top"/}"
+    log "building the guest image from Debian $suite packages ($mirror): ${dir#"$top"/}"
     # Images of earlier inputs are removed: each is about 1 GiB.
     rm -rf "$build"/image-*
-    "$here/image.sh" "$dir.tmp" "$suite" "$(debian_mirror)" >&2 \
+    "$here/image.sh" "$dir.tmp" "$suite" "$mirror" >&2 \
         || { echo "vmnode: building the guest image failed" >&2; rm -rf "$dir.tmp"; return 1; }
-    mv "$dir.tmp" "$dir"
-    touch "$dir/.done"
+    mv "$dir.tmp" "$dir" && touch "$dir/.done" || return 1
     log "guest image built in $((SECONDS - t0))s"
     echo "$dir"
 }
@@ -83,10 +79,17 @@ guest() {
     ssh $(ssh_opts) root@127.0.0.1 -- "$1"
 }
 
-running() { [ -f "$run/qemu.pid" ] && kill -0 "$(cat "$run/qemu.pid")" 2>/dev/null; }
+# Whether the guest's QEMU runs: the pid file's process, if it is ours (a stale pid file may
+# name another process by now).
+running() {
+    local pid
+    pid=$(cat "$run/qemu.pid" 2>/dev/null) || return 1
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- '-name lama-vmnode '
+}
 
+# The first loopback port from P (default LAMA_VM_PORT, else 10022) nothing answers on.
 free_port() {
-    local p=${LAMA_VM_PORT:-10022}
+    local p=${1:-${LAMA_VM_PORT:-10022}}
     while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
     echo "$p"
 }
@@ -95,11 +98,14 @@ free_port() {
 why_not() {
     [ "${LAMA_VM:-1}" != 0 ] || { echo "LAMA_VM=0 was given"; return; }
     command -v qemu-system-x86_64 >/dev/null || { echo "qemu-system-x86_64 is not installed (scripts/deps.sh installs it)"; return; }
-    qemu-system-x86_64 -accel help 2>/dev/null | grep -qx tcg || { echo "this qemu-system-x86_64 has no TCG (software emulation)"; return; }
+    qemu-system-x86_64 -accel help 2>/dev/null | grep -x tcg > /dev/null || { echo "this qemu-system-x86_64 has no TCG (software emulation)"; return; }
+    # The plugin's package is built against the docker cluster's Slurm headers.
+    docker info > /dev/null 2>&1 || { echo "docker does not answer (the plugin's package is built against the headers of the docker cluster's image)"; return; }
     local avail
     avail=$(awk '$1 == "MemAvailable:" { print int($2 / 1024) }' /proc/meminfo)
     [ "$avail" -ge $((guest_mem_mib + 1024)) ] || { echo "the guest needs $((guest_mem_mib + 1024)) MiB of free memory and the machine has $avail MiB"; return; }
     local disk
+    mkdir -p "$build"
     disk=$(df -Pm "$build" | awk 'NR == 2 { print $4 }')
     [ "$disk" -ge 4096 ] || { echo "the guest image needs 4 GiB of free disk in $build and there are $disk MiB"; return; }
 }
@@ -131,9 +137,10 @@ console_tail() {
 }
 
 boot() {
-    local dir=$1 port t0=$SECONDS try
+    local dir=$1 port=${LAMA_VM_PORT:-10022} t0=$SECONDS try
+    mkdir -p "$run"
     for try in 1 2 3; do
-        port=$(free_port)
+        port=$(free_port "$port")
         echo "$port" > "$run/port"
         rm -f "$run/qemu.pid" "$run/console.log"
         log "booting the guest (QEMU TCG, 16 CPUs: 2 packages x 2 dies x 2 cores x 2 threads, 4 NUMA nodes; ssh on 127.0.0.1:$port)"
@@ -150,7 +157,10 @@ boot() {
             break
         fi
         # Another program may have taken the port between the look and the start.
-        grep -q 'host forwarding' "$run/qemu.log" && [ $try -lt 3 ] && continue
+        if grep -q 'host forwarding' "$run/qemu.log" && [ $try -lt 3 ]; then
+            port=$((port + 1))
+            continue
+        fi
         echo "vmnode: qemu did not start:" >&2
         grep -v "TCG doesn't support requested feature" "$run/qemu.log" >&2
         return 1
@@ -173,14 +183,14 @@ configure_slurm() {
     node_line=$(guest 'slurmd -C' | grep '^NodeName=') || { echo "vmnode: slurmd -C printed no node line" >&2; return 1; }
     # Memory is left to the jobs' defaults; RealMemory stays as slurmd measures it.
     { cat "$here/slurm.conf"; echo "$node_line"; echo "PartitionName=debug Nodes=vmnode Default=YES MaxTime=INFINITE State=UP"; } \
-        | guest 'cat > /etc/slurm/slurm.conf'
-    guest 'cat > /etc/slurm/cgroup.conf' < "$here/cgroup.conf"
+        | guest 'cat > /etc/slurm/slurm.conf' || return 1
+    guest 'cat > /etc/slurm/cgroup.conf' < "$here/cgroup.conf" || return 1
     echo "$node_line" > "$run/node-line"
 }
 
 install_plugin() {
     local deb=$1
-    guest 'cat > /tmp/spank-lama.deb' < "$deb"
+    guest 'cat > /tmp/spank-lama.deb' < "$deb" || { echo "vmnode: copying $deb into the guest failed" >&2; return 1; }
     guest 'dpkg -i /tmp/spank-lama.deb >/dev/null && rm /tmp/spank-lama.deb' \
         || { echo "vmnode: the package $(basename "$deb") was not installed in the guest" >&2; return 1; }
     guest "sed -i 's|^# required |required |' /etc/slurm/plugstack.conf.d/lama.conf && grep -q '^required ' /etc/slurm/plugstack.conf.d/lama.conf" \
@@ -227,7 +237,7 @@ cmd_down() {
         # Nothing in the guest is kept (snapshot disk): stopping QEMU is enough.
         # shellcheck disable=SC2046
         ssh $(ssh_opts) -O exit root@127.0.0.1 > /dev/null 2>&1 || true
-        kill "$pid"
+        kill "$pid" 2>/dev/null || true
 
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$pid" 2>/dev/null || true
@@ -237,7 +247,11 @@ cmd_down() {
 
 cmd_exec() {
     local user=root
-    if [ "${1:-}" == -u ]; then user=$2; shift 2; fi
+    if [ "${1:-}" == -u ]; then
+        [ $# -ge 2 ] || { echo "usage: vmnode/vm.sh exec [-u USER] CMD..." >&2; return 2; }
+        user=$2
+        shift 2
+    fi
     [ $# -gt 0 ] || { echo "usage: vmnode/vm.sh exec [-u USER] CMD..." >&2; return 2; }
     running || { echo "vmnode: the guest is not running (vmnode/vm.sh up)" >&2; return 1; }
     local line
@@ -245,15 +259,19 @@ cmd_exec() {
     if [ "$user" == root ]; then guest "$line"; else guest "cd ~$user && runuser -u $user -- $line"; fi
 }
 
+# The daemons' logs (while the guest runs) and the console (also after it stopped).
 cmd_logs() {
-    running || { echo "vmnode: the guest is not running" >&2; return 1; }
     local f
-    for f in slurmctld slurmd; do
-        echo "== $f"
-        guest "cat /var/log/slurm/$f.log" || true
-    done
+    if running; then
+        for f in slurmctld slurmd; do
+            echo "== $f"
+            guest "cat /var/log/slurm/$f.log" || true
+        done
+    else
+        echo "== the guest is not running: no daemon logs"
+    fi
     echo "== console"
-    tr -d '\r' < "$run/console.log" || true
+    tr -d '\r' < "$run/console.log" 2>/dev/null || echo "(no console log)"
 }
 
 cmd_test() {
@@ -268,10 +286,14 @@ cmd_test() {
         echo "vm: 0 passed, 1 failed"
         return 1
     fi
-    "$top/tests/vm/run.sh" "$@" || rc=1
+    # The guest is stopped however this ends (it runs detached from this process group).
+    trap cmd_down EXIT
+    trap 'exit 130' INT TERM
+    # Bounded: a test waiting on an allocation that never comes must not hold CI.
+    timeout "${LAMA_VM_TEST_TIMEOUT:-1200}" "$top/tests/vm/run.sh" "$@" || rc=1
     if [ $rc -ne 0 ]; then
         local logs=${TMPDIR:-/tmp}/spank-lama-vm-logs.txt
-        cmd_logs > "$logs" 2>&1
+        cmd_logs > "$logs" 2>&1 || true
         echo "vmnode: daemon logs and console in $logs" >&2
     fi
     cmd_down
@@ -295,5 +317,5 @@ case "${1:-}" in
         ;;
     check) cmd_check && echo "vmnode: this machine can run the guest" ;;
     test) shift; cmd_test "$@" ;;
-    *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+    *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
 esac

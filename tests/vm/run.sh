@@ -123,6 +123,12 @@ t_layouts_numa_binding() {
     check_layout L3csbnh 1N 4 "0-3 4-7 0-3 4-7"
 }
 
+t_die_level() {
+    # Dies exist as hwloc objects only on hardware (and here): D and a die binding.
+    check_layout Dscbnh 1D 4 "0-3 4-7 8-11 12-15" || return 1
+    check_layout Dcsbnh 1c 8 "0-1 4-5 2-3 6-7 8-9 12-13 10-11 14-15"
+}
+
 t_layouts_package_binding() {
     check_layout scbnh 1s 4 "0-7 8-15 0-7 8-15" || return 1
     check_layout csbnh 1s 4 "0-7 0-7 0-7 0-7" || return 1
@@ -227,7 +233,7 @@ t_daemons_still_up() {
 }
 
 all_tests=(t_setup t_real_topology t_cgroup_v2 t_layouts_core_binding t_layouts_two_cores
-    t_layouts_numa_binding t_layouts_package_binding t_mppr t_partial_allocation t_membind
+    t_layouts_numa_binding t_layouts_package_binding t_die_level t_mppr t_partial_allocation t_membind
     t_cpus_per_task t_daemons_still_up)
 selected=("$@")
 [ ${#selected[@]} -gt 0 ] || selected=("${all_tests[@]}")

@@ -82,9 +82,11 @@ guest() {
 # Whether the guest's QEMU runs: the pid file's process, if it is ours (a stale pid file may
 # name another process by now).
 running() {
-    local pid
+    local pid cmdline
     pid=$(cat "$run/qemu.pid" 2>/dev/null) || return 1
-    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- '-name lama-vmnode '
+    # (No pipe into grep -q: under pipefail an early exit of grep fails the pipe.)
+    cmdline=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || return 1
+    [[ $cmdline == *" -name lama-vmnode "* ]]
 }
 
 # The first loopback port from P (default LAMA_VM_PORT, else 10022) nothing answers on.
@@ -138,7 +140,6 @@ console_tail() {
 
 boot() {
     local dir=$1 port=${LAMA_VM_PORT:-10022} t0=$SECONDS try
-    mkdir -p "$run"
     for try in 1 2 3; do
         port=$(free_port "$port")
         echo "$port" > "$run/port"
@@ -216,7 +217,7 @@ cmd_up() {
     dir=$(cmd_build) || return 1
     deb=$(LAMA_DEB_FAST=1 "$top/scripts/package.sh" "$flavour") || return 1
     cmd_down 2>/dev/null || true
-    echo "$dir" > "$run/image"
+    mkdir -p "$run" && echo "$dir" > "$run/image" || return 1
     boot "$dir" || return 1
     install_plugin "$deb" || return 1
     configure_slurm || return 1

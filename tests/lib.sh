@@ -11,7 +11,8 @@ trap 'rm -rf "$work"' EXIT
 # What each task reports, one line per task sorted by rank: "RANK HOST CPUS LAMA_CPUS".
 task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_CPUS-unset}"'
 # srun ARGS... with the task report; stdout to $work/out, stderr to $work/err, returns srun's status.
-# A caller may set srun_prefix (local) to run srun inside another command, e.g. salloc.
+# A caller may set (as locals) srun_prefix to run srun inside another command, e.g. salloc or
+# env, and task_report to have each task report something else (one line per task, rank first).
 srun_prefix=()
 run_srun() {
     as_user "${srun_prefix[@]}" srun "$@" bash -c "$task_report" > "$work/out" 2> "$work/err"

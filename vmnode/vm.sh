@@ -239,7 +239,6 @@ cmd_down() {
         # shellcheck disable=SC2046
         ssh $(ssh_opts) -O exit root@127.0.0.1 > /dev/null 2>&1 || true
         kill "$pid" 2>/dev/null || true
-
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$pid" 2>/dev/null || true
     fi

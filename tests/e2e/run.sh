@@ -160,9 +160,8 @@ t_salloc_options() {
     fi
     grep -qF "invalid mapping layout 'xyz'" "$work/err" || fail "message: $(cat "$work/err")" || return 1
     # The allocation's options reach its srun steps.
-    as_user salloc -N3 -n6 --lama-map=scbnh --lama-bind=1s srun bash -c "$task_report" > "$work/out" 2> "$work/err" \
-        || fail "salloc failed: $(cat "$work/err")" || return 1
-    sort -n -o "$work/out" "$work/out"
+    local srun_prefix=(salloc -N3 -n6 --lama-map=scbnh --lama-bind=1s)
+    run_srun || fail "salloc failed: $(cat "$work/err")" || return 1
     assert_eq "salloc" "$(predict --map scbnh --bind 1s)" "$(actual_cpus)" || return 1
     assert_eq "by hand" "node1:0 node1:1 node2:0-1 node2:0-1 node3:0-1 node3:0-1" "$(actual_cpus)"
 }
@@ -530,9 +529,8 @@ t_one_distribution_hint() {
         --np 6 --map nscbh --node-names 'node[1-3]' --hostfile "$work/hosts" > "$work/plan" \
         || fail "lama map failed" || return 1
     as_user sh -c 'cat > /tmp/lama-hosts' < "$work/hosts" || return 1
-    as_user env SLURM_HOSTFILE=/tmp/lama-hosts srun -m arbitrary -n6 --lama-map=nscbh bash -c "$task_report" > "$work/out" 2> "$work/err" \
-        || fail "srun -m arbitrary failed: $(cat "$work/err")" || return 1
-    sort -n -o "$work/out" "$work/out"
+    local srun_prefix=(env SLURM_HOSTFILE=/tmp/lama-hosts)
+    run_srun -m arbitrary -n6 --lama-map=nscbh || fail "srun -m arbitrary failed: $(cat "$work/err")" || return 1
     assert_eq "nodes of the ranks" "$(tr '\n' ' ' < "$work/hosts" | sed 's/ $//')" "$(report_field 2)" || return 1
     assert_eq "bindings" "$(predict --map nscbh)" "$(actual_cpus)"
 }

@@ -71,10 +71,11 @@ t_real_topology() {
         || fail "lama map on Slurm's cached topology failed" || return 1
     assert_eq "Slurm's cached topology" "$live" "$cached" || return 1
     # and a step says it read that file.
-    as_user salloc -N1 --exclusive srun -n1 --lama-map=scbnh printenv SLURM_JOB_ID > "$work/out" 2> "$work/err" \
-        || fail "srun failed: $(cat "$work/err")" || return 1
-    on_guest grep -qE "lama: placed 1 task\(s\) with layout scbnh .* job=$(cat "$work/out") step=0 source=Slurm's cached /var/lib/slurm/slurmd/hwloc_topo_whole.xml " \
-        /var/log/slurm/slurmd.log || fail "slurmd's log does not show job $(cat "$work/out")'s step reading Slurm's cached topology"
+    local task_report='echo "$SLURM_JOB_ID"' job
+    run_whole -n1 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    job=$(cat "$work/out")
+    on_guest grep -qE "lama: placed 1 task\(s\) with layout scbnh .* job=$job step=0 source=Slurm's cached /var/lib/slurm/slurmd/hwloc_topo_whole.xml " \
+        /var/log/slurm/slurmd.log || fail "slurmd's log does not show job $job's step reading Slurm's cached topology"
 }
 
 t_cgroup_v2() {
@@ -156,10 +157,9 @@ t_partial_allocation() {
     local held_file="/sys/fs/cgroup/system.slice/*slurmstepd.scope/job_$holder/cpuset.cpus.effective"
     wait_for 30 on_guest sh -c "test -s $held_file"
     held=$(on_guest sh -c "cat $held_file")
-    local report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup | sed "s|/task_[0-9]*$||")/cpuset.cpus.effective) $SLURM_JOB_ID"'
-    as_user srun -n4 --lama-map=scbnh --lama-bind=1c bash -c "$report" > "$work/out" 2> "$work/err"
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup | sed "s|/task_[0-9]*$||")/cpuset.cpus.effective) $SLURM_JOB_ID"'
+    run_srun -n4 --lama-map=scbnh --lama-bind=1c
     local rc=$?
-    sort -n -o "$work/out" "$work/out"
     release "$holder" || return 1
     [ $rc -eq 0 ] || fail "srun failed: $(cat "$work/err")" || return 1
     [ -n "$held" ] || fail "no cgroup v2 cpuset for the holding job $holder" || return 1
@@ -184,40 +184,40 @@ t_partial_allocation() {
 # put a 64 MiB allocation's pages on (perl writes it, then reads its own numa_maps).
 mem_report='echo "$SLURM_PROCID ${LAMA_MEMS-unset} ${LAMA_MEMBIND-unset} $(grep Mems_allowed_list /proc/self/status | cut -f2) $(awk "NR == 1 { p = \$2; if (\$3 ~ /^[(]many[)]/) p = p \" \" \$3; print p }" /proc/self/numa_maps) $(perl -e '"'"'$x = "a" x (64 << 20); open(M, "/proc/self/numa_maps"); while (<M>) { next unless /anon=(\d+)/ && $1 >= 8192; my @n = /N(\d+)=/g; print join(",", @n); last }'"'"')"'
 
+# A step on the whole node (run_whole) whose tasks print the memory report.
+mem_whole() {
+    local task_report=$mem_report
+    run_whole "$@" || fail "srun $* failed: $(cat "$work/err")"
+}
+
 t_membind() {
     # local: each task's memory only on the NUMA nodes of its CPUs, real pages included.
-    as_user salloc -N1 --exclusive srun -n4 --lama-map=Nscbnh --lama-bind=1c --lama-membind=local bash -c "$mem_report" 2> "$work/err" | sort -n > "$work/mem" \
-        || fail "srun failed: $(cat "$work/err")" || return 1
+    mem_whole -n4 --lama-map=Nscbnh --lama-bind=1c --lama-membind=local || return 1
     assert_eq "local, one node each" "0 0 local 0-3 bind:0 0
 1 1 local 0-3 bind:1 1
 2 2 local 0-3 bind:2 2
-3 3 local 0-3 bind:3 3" "$(cat "$work/mem")" || return 1
+3 3 local 0-3 bind:3 3" "$(cat "$work/out")" || return 1
     # A package binding covers two NUMA nodes; the pages stay within them.
-    as_user salloc -N1 --exclusive srun -n2 --lama-map=scbnh --lama-bind=1s --lama-membind=local bash -c "$mem_report" 2> "$work/err" | sort -n > "$work/mem" \
-        || fail "srun failed: $(cat "$work/err")" || return 1
+    mem_whole -n2 --lama-map=scbnh --lama-bind=1s --lama-membind=local || return 1
     assert_eq "local, package binding" "0 0-1 local 0-3 bind:0-1
-1 2-3 local 0-3 bind:2-3" "$(awk '{ print $1, $2, $3, $4, $5 }' "$work/mem")" || return 1
-    assert_eq "pages on the package's nodes" "2" "$(awk '($1 == 0 && $6 ~ /^[01](,[01])?$/) || ($1 == 1 && $6 ~ /^[23](,[23])?$/)' "$work/mem" | wc -l)" || return 1
+1 2-3 local 0-3 bind:2-3" "$(awk '{ print $1, $2, $3, $4, $5 }' "$work/out")" || return 1
+    assert_eq "pages on the package's nodes" "2" "$(awk '($1 == 0 && $6 ~ /^[01](,[01])?$/) || ($1 == 1 && $6 ~ /^[23](,[23])?$/)' "$work/out" | wc -l)" || return 1
     # preferred: one node is MPOL_PREFERRED, several MPOL_PREFERRED_MANY (kernel 5.15 and
     # later: this guest runs 6.12); with free memory there, the pages are there.
-    as_user salloc -N1 --exclusive srun -n2 --lama-map=scbnh --lama-bind=1N --lama-membind=preferred bash -c "$mem_report" 2> "$work/err" | sort -n > "$work/mem" \
-        || fail "srun failed: $(cat "$work/err")" || return 1
+    mem_whole -n2 --lama-map=scbnh --lama-bind=1N --lama-membind=preferred || return 1
     assert_eq "preferred, one node" "0 0 preferred 0-3 prefer:0 0
-1 2 preferred 0-3 prefer:2 2" "$(cat "$work/mem")" || return 1
-    as_user salloc -N1 --exclusive srun -n2 --lama-map=scbnh --lama-bind=1s --lama-membind=preferred bash -c "$mem_report" 2> "$work/err" | sort -n > "$work/mem" \
-        || fail "srun failed: $(cat "$work/err")" || return 1
+1 2 preferred 0-3 prefer:2 2" "$(cat "$work/out")" || return 1
+    mem_whole -n2 --lama-map=scbnh --lama-bind=1s --lama-membind=preferred || return 1
     assert_eq "preferred, two nodes" "0 0-1 preferred 0-3 prefer (many):0-1
-1 2-3 preferred 0-3 prefer (many):2-3" "$(awk '{ print $1, $2, $3, $4, $5, $6 }' "$work/mem")" || return 1
-    assert_eq "pages on the preferred nodes" "2" "$(awk '($1 == 0 && $7 ~ /^[01](,[01])?$/) || ($1 == 1 && $7 ~ /^[23](,[23])?$/)' "$work/mem" | wc -l)"
+1 2-3 preferred 0-3 prefer (many):2-3" "$(awk '{ print $1, $2, $3, $4, $5, $6 }' "$work/out")" || return 1
+    assert_eq "pages on the preferred nodes" "2" "$(awk '($1 == 0 && $7 ~ /^[01](,[01])?$/) || ($1 == 1 && $7 ~ /^[23](,[23])?$/)' "$work/out" | wc -l)"
 }
 
 t_cpus_per_task() {
     # -c 4 on a node whose CPUs are threads: each task gets two whole cores of one NUMA node,
     # and with --lama-omp four OpenMP places and four threads.
-    local report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $OMP_NUM_THREADS $OMP_PLACES"'
-    as_user salloc -N1 --exclusive srun -n4 -c4 --lama-map=scbnh --lama-omp bash -c "$report" > "$work/out" 2> "$work/err" \
-        || fail "srun failed: $(cat "$work/err")" || return 1
-    sort -n -o "$work/out" "$work/out"
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $OMP_NUM_THREADS $OMP_PLACES"'
+    run_whole -n4 -c4 --lama-map=scbnh --lama-omp || fail "srun failed: $(cat "$work/err")" || return 1
     assert_eq "lama map" "$(predict --map scbnh --cpus-per-task 4)" "$(actual_cpus)" || return 1
     assert_eq "by hand" "0-3 8-11 4-7 12-15" "$(cpus)" || return 1
     assert_eq "OMP_NUM_THREADS" "4 4 4 4" "$(report_field 4)" || return 1

@@ -14,7 +14,7 @@
 //! the least cost.
 
 pub mod cost;
-pub mod hostlist;
+pub use lama_slurm::hostlist;
 pub mod matrix;
 pub mod network;
 mod scotch;

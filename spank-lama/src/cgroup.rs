@@ -4,10 +4,13 @@
 //! - cgroup v1: slurmstepd sits in the step cpuset after task/cgroup's `pre_setuid`
 //!   (`.../slurm[_<node>]/uid_U/job_J/step_S`); the set is `cpuset.cpus` there;
 //! - cgroup v2: slurmstepd sits in `.../job_J/step_S/slurm` while the tasks' constraint is on
-//!   `.../job_J/step_S/user`; the set is `user/cpuset.cpus.effective`.
+//!   `.../job_J/step_S/user`; the set is `user/cpuset.cpus`.
 //!
-//! The path must name this job and step; anything missing or unexpected is an error with the
-//! reason, and the caller falls back to the process affinity.
+//! Only the *configured* set is trusted: Slurm's cgroup/v2 enables the cpuset controller down
+//! the tree whether or not it constrains cores, so `user/cpuset.cpus.effective` exists and holds
+//! the whole node with `ConstrainCores=no`, while `user/cpuset.cpus` is then empty. The path
+//! must name this job and step; anything missing, empty or unexpected is an error with the
+//! reason, and the caller uses the step's allocated cores alone (see `crate::step_cpus`).
 
 use lama_engine::CpuList;
 use std::path::{Path, PathBuf};
@@ -105,14 +108,26 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The file holding the step's CPUs, given `/proc/self/cgroup` and `/proc/self/mountinfo`
-/// (either may be missing: defaults are the usual mount points).
-pub fn step_cpuset_file(
+/// Where a step's cpuset lives, found from one read of `/proc/self/cgroup` and
+/// `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepCgroup {
+    /// 1 or 2.
+    pub version: u8,
+    /// The file whose *configured* CPUs confine the step's tasks: v1
+    /// `.../job_J/step_S/cpuset.cpus`, v2 `.../job_J/step_S/user/cpuset.cpus` (not
+    /// `.effective`: that file holds the whole node when Slurm does not constrain cores).
+    pub file: PathBuf,
+}
+
+/// Finds the step's cpuset file, given `/proc/self/cgroup` and `/proc/self/mountinfo` (either
+/// may be missing: defaults are the usual mount points).
+pub fn locate(
     proc_cgroup: &str,
     mountinfo: Option<&str>,
     job: u32,
     step: u32,
-) -> Result<PathBuf, String> {
+) -> Result<StepCgroup, String> {
     let hierarchy = parse_proc_cgroup(proc_cgroup)
         .ok_or("no cpuset controller and no cgroup v2 line in /proc/self/cgroup")?;
     let (v2, path) = match &hierarchy {
@@ -155,40 +170,41 @@ pub fn step_cpuset_file(
         })?;
     let dir = mount.point.join(relative.trim_start_matches('/'));
     Ok(if v2 {
-        dir.join("user").join("cpuset.cpus.effective")
+        StepCgroup {
+            version: 2,
+            file: dir.join("user").join("cpuset.cpus"),
+        }
     } else {
-        dir.join("cpuset.cpus")
+        StepCgroup {
+            version: 1,
+            file: dir.join("cpuset.cpus"),
+        }
     })
 }
 
-/// The file holding the job's CPUs on this node, beside the step's: the same file name in the
-/// `job_J` directory above it.
-pub fn job_cpuset_file(step_file: &Path, job: u32) -> Result<PathBuf, String> {
-    let name = step_file
-        .file_name()
-        .ok_or_else(|| format!("{} names no file", step_file.display()))?;
-    let job_dir = format!("job_{job}");
-    step_file
-        .ancestors()
-        .find(|a| a.file_name().is_some_and(|n| n == job_dir.as_str()))
-        .map(|dir| dir.join(name))
-        .ok_or_else(|| format!("{} is not under {job_dir}", step_file.display()))
-}
-
-/// Reads a CPU list file (`cpuset.cpus`) found under `root`; an empty set is an error.
-fn read_cpus(root: &Path, file: &Path) -> Result<CpuList, String> {
-    let under_root = root.join(file.strip_prefix("/").unwrap_or(file));
-    let text = crate::bounded::read_file(&under_root, crate::bounded::MAX_SMALL_FILE)
-        .map_err(|e| format!("{}: {e}", file.display()))?;
-    let cpus = CpuList::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-    if cpus.is_empty() {
-        return Err(format!("{} is empty", file.display()));
+impl StepCgroup {
+    /// The step's CPUs as Slurm configured them, read under `root` (`/` on a node). An empty
+    /// file means Slurm does not confine the step's cores (`ConstrainCores=no`, or no
+    /// task/cgroup): an error, so that the caller does not take the whole node for the step's.
+    pub fn cpus_in(&self, root: &Path) -> Result<CpuList, String> {
+        let under_root = root.join(self.file.strip_prefix("/").unwrap_or(&self.file));
+        let text = crate::bounded::read_file(&under_root, crate::bounded::MAX_SMALL_FILE)
+            .map_err(|e| format!("{}: {e}", self.file.display()))?;
+        let cpus = CpuList::parse(&text).map_err(|e| format!("{}: {e}", self.file.display()))?;
+        if cpus.is_empty() {
+            return Err(format!(
+                "{} is empty: Slurm does not confine this step's cores (ConstrainCores=no or no \
+                 task/cgroup)",
+                self.file.display()
+            ));
+        }
+        Ok(cpus)
     }
-    Ok(cpus)
 }
 
-/// The step's cpuset file under `root` (`/` on a real node; a temporary directory in tests).
-fn step_file_in(root: &Path, job: u32, step: u32) -> Result<PathBuf, String> {
+/// Finds the step's cgroup under `root` (`/` on a real node; a temporary directory in tests):
+/// one read of `/proc/self/cgroup` and `/proc/self/mountinfo`.
+pub fn locate_in(root: &Path, job: u32, step: u32) -> Result<StepCgroup, String> {
     let read = |p: &str| {
         crate::bounded::read_file(
             &root.join(p.trim_start_matches('/')),
@@ -197,50 +213,13 @@ fn step_file_in(root: &Path, job: u32, step: u32) -> Result<PathBuf, String> {
     };
     let proc_cgroup = read("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
     let mountinfo = read("/proc/self/mountinfo").ok();
-    step_cpuset_file(&proc_cgroup, mountinfo.as_deref(), job, step)
+    locate(&proc_cgroup, mountinfo.as_deref(), job, step)
 }
 
-/// Reads the step's CPUs under `root` (`/` on a real node; a temporary directory in tests).
-pub fn step_cpus_in(root: &Path, job: u32, step: u32) -> Result<CpuList, String> {
-    read_cpus(root, &step_file_in(root, job, step)?)
-}
-
-/// Reads the job's CPUs on this node under `root`.
-pub fn job_cpus_in(root: &Path, job: u32, step: u32) -> Result<CpuList, String> {
-    read_cpus(
-        root,
-        &job_cpuset_file(&step_file_in(root, job, step)?, job)?,
-    )
-}
-
-/// The step's CPUs on this node.
-pub fn step_cpus(job: u32, step: u32) -> Result<CpuList, String> {
-    step_cpus_in(Path::new("/"), job, step)
-}
-
-/// The step's CPUs on this node with the file they were read from.
-pub fn step_cpus_with_file(job: u32, step: u32) -> Result<(CpuList, PathBuf), String> {
-    let file = step_file_in(Path::new("/"), job, step)?;
-    Ok((read_cpus(Path::new("/"), &file)?, file))
-}
-
-/// The cgroup version a cpuset file from [`step_cpuset_file`] belongs to: cgroup v2 exposes
-/// `cpuset.cpus.effective`, cgroup v1's step directory `cpuset.cpus`.
-pub fn cgroup_version(file: &Path) -> u8 {
-    if file
-        .file_name()
-        .is_some_and(|n| n == "cpuset.cpus.effective")
-    {
-        2
-    } else {
-        1
-    }
-}
-
-/// The job's CPUs on this node (what Slurm allocated to the job here, which tells how Slurm
-/// counts CPUs: see `lama_engine::CpuUnit::detect`).
-pub fn job_cpus(job: u32, step: u32) -> Result<CpuList, String> {
-    job_cpus_in(Path::new("/"), job, step)
+/// The step's CPUs on this node from its cgroup, with the cgroup they came from.
+pub fn step_cpus(job: u32, step: u32) -> Result<(CpuList, StepCgroup), String> {
+    let cgroup = locate_in(Path::new("/"), job, step)?;
+    Ok((cgroup.cpus_in(Path::new("/"))?, cgroup))
 }
 
 #[cfg(test)]
@@ -248,11 +227,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cgroup_version_follows_the_file_name() {
-        let v1 = step_cpuset_file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 0).unwrap();
-        assert_eq!(cgroup_version(&v1), 1);
-        let v2 = step_cpuset_file(V2_CGROUP, Some(V2_MOUNTINFO), 42, 3).unwrap();
-        assert_eq!(cgroup_version(&v2), 2);
+    fn the_version_follows_the_hierarchy() {
+        assert_eq!(
+            locate(V1_CGROUP, Some(V1_MOUNTINFO), 42, 0)
+                .unwrap()
+                .version,
+            1
+        );
+        assert_eq!(
+            locate(V2_CGROUP, Some(V2_MOUNTINFO), 42, 3)
+                .unwrap()
+                .version,
+            2
+        );
+    }
+
+    fn file(cg: &str, mi: Option<&str>, job: u32, step: u32) -> Result<PathBuf, String> {
+        locate(cg, mi, job, step).map(|c| c.file)
     }
 
     const V1_CGROUP: &str = "12:pids:/slurm/uid_1000/job_42/step_0\n\
@@ -267,14 +258,14 @@ mod tests {
     #[test]
     fn v1_step_file() {
         assert_eq!(
-            step_cpuset_file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 0).unwrap(),
+            file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 0).unwrap(),
             PathBuf::from("/sys/fs/cgroup/cpuset/slurm/uid_1000/job_42/step_0/cpuset.cpus")
         );
         // Multiple-slurmd roots and a mount whose root is not the hierarchy's root.
         let cg = "5:cpuset:/docker/abc/slurm_node1/uid_0/job_7/step_2\n";
         let mi = "30 25 0:26 /docker/abc /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n";
         assert_eq!(
-            step_cpuset_file(cg, Some(mi), 7, 2).unwrap(),
+            file(cg, Some(mi), 7, 2).unwrap(),
             PathBuf::from("/sys/fs/cgroup/cpuset/slurm_node1/uid_0/job_7/step_2/cpuset.cpus")
         );
     }
@@ -282,33 +273,33 @@ mod tests {
     #[test]
     fn v2_step_file() {
         assert_eq!(
-            step_cpuset_file(V2_CGROUP, Some(V2_MOUNTINFO), 42, 3).unwrap(),
+            file(V2_CGROUP, Some(V2_MOUNTINFO), 42, 3).unwrap(),
             PathBuf::from(
-                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus.effective"
+                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus"
             )
         );
         // Without mountinfo, the usual mount point.
         assert_eq!(
-            step_cpuset_file(V2_CGROUP, None, 42, 3).unwrap(),
+            file(V2_CGROUP, None, 42, 3).unwrap(),
             PathBuf::from(
-                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus.effective"
+                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus"
             )
         );
     }
 
     #[test]
     fn wrong_or_missing_paths_are_explained() {
-        let e = step_cpuset_file(V1_CGROUP, Some(V1_MOUNTINFO), 43, 0).unwrap_err();
+        let e = file(V1_CGROUP, Some(V1_MOUNTINFO), 43, 0).unwrap_err();
         assert_eq!(
             e,
             "cgroup path /slurm/uid_1000/job_42/step_0 does not name job_43"
         );
-        let e = step_cpuset_file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 1).unwrap_err();
+        let e = file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 1).unwrap_err();
         assert!(e.contains("does not name step_1"), "{e}");
-        assert!(step_cpuset_file("garbage\n", None, 1, 0).is_err());
+        assert!(file("garbage\n", None, 1, 0).is_err());
         let cg = "5:cpuset:/elsewhere/job_7/step_2\n";
         let mi = "30 25 0:26 /docker/abc /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n";
-        assert!(step_cpuset_file(cg, Some(mi), 7, 2)
+        assert!(file(cg, Some(mi), 7, 2)
             .unwrap_err()
             .contains("outside the mount"));
     }
@@ -332,6 +323,10 @@ mod tests {
         dir
     }
 
+    fn step_cpus_in(root: &Path, job: u32, step: u32) -> Result<CpuList, String> {
+        locate_in(root, job, step)?.cpus_in(root)
+    }
+
     #[test]
     fn reads_the_cpus_from_a_tree() {
         let t = tree(&[
@@ -341,28 +336,36 @@ mod tests {
                 "/sys/fs/cgroup/cpuset/slurm/uid_1000/job_42/step_0/cpuset.cpus",
                 "1,3-4\n",
             ),
-            (
-                "/sys/fs/cgroup/cpuset/slurm/uid_1000/job_42/cpuset.cpus",
-                "0-7\n",
-            ),
         ]);
         assert_eq!(step_cpus_in(t.path(), 42, 0).unwrap().to_string(), "1,3-4");
-        assert_eq!(job_cpus_in(t.path(), 42, 0).unwrap().to_string(), "0-7");
         let t = tree(&[
             ("/proc/self/cgroup", V2_CGROUP),
             ("/proc/self/mountinfo", V2_MOUNTINFO),
             (
-                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus.effective",
+                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus",
                 "0-1\n",
-            ),
-            (
-                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/cpuset.cpus.effective",
-                "0-3\n",
             ),
         ]);
         assert_eq!(step_cpus_in(t.path(), 42, 3).unwrap().to_string(), "0-1");
-        assert_eq!(job_cpus_in(t.path(), 42, 3).unwrap().to_string(), "0-3");
-        assert!(job_cpus_in(t.path(), 43, 3).is_err());
+        assert!(step_cpus_in(t.path(), 43, 3).is_err());
+    }
+
+    #[test]
+    fn an_unconstrained_v2_step_is_not_trusted() {
+        // cgroup v2 with ConstrainCores=no (seen on the QEMU node): the controller is enabled,
+        // the effective set is the whole node, the configured set is empty.
+        let dir = "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user";
+        let t = tree(&[
+            ("/proc/self/cgroup", V2_CGROUP),
+            ("/proc/self/mountinfo", V2_MOUNTINFO),
+            (&format!("{dir}/cpuset.cpus.effective"), "0-15\n"),
+            (&format!("{dir}/cpuset.cpus"), "\n"),
+        ]);
+        let e = step_cpus_in(t.path(), 42, 3).unwrap_err();
+        assert!(
+            e.ends_with("user/cpuset.cpus is empty: Slurm does not confine this step's cores (ConstrainCores=no or no task/cgroup)"),
+            "{e}"
+        );
     }
 
     #[test]

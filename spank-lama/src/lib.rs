@@ -15,6 +15,7 @@ pub mod manual;
 pub mod options;
 pub mod plan;
 pub mod plugin;
+pub mod step_cpus;
 pub mod topo_cache;
 pub mod topo_source;
 

@@ -480,26 +480,6 @@ pub fn one_thread_per_core(machine: &Machine) -> CpuList {
     )
 }
 
-/// The OS CPUs of Slurm's abstract cores (numbered socket-major, which is the order of the
-/// node's cores in hwloc's logical order): every hardware thread of each core.
-pub fn cores_to_cpus(machine: &Machine, cores: &CpuList) -> Result<CpuList, String> {
-    let all = machine.objects(lama_engine::Level::Core);
-    let mut cpus = Vec::new();
-    for &c in cores.cpus() {
-        let core = all.get(c as usize).ok_or_else(|| {
-            format!(
-                "core {c} is not on this node ({} cores in its topology)",
-                all.len()
-            )
-        })?;
-        cpus.extend(core.pus.clone().map(|p| machine.pus()[p as usize].os));
-    }
-    if cpus.is_empty() {
-        return Err("no allocated core".to_string());
-    }
-    Ok(CpuList::from_cpus(cpus))
-}
-
 /// OpenMP places as `OMP_PLACES` writes them: `{0,36},{1,37}`.
 fn omp_place_list(places: &[CpuList]) -> String {
     places
@@ -1123,21 +1103,6 @@ mod tests {
             ..UserOptions::default()
         };
         assert_eq!(resolve(&alone, &SiteConfig::default()), Ok(None));
-    }
-
-    #[test]
-    fn abstract_cores_become_their_threads() {
-        let m = Machine::synthetic("pack:2 core:2 pu:2").unwrap();
-        assert_eq!(
-            cores_to_cpus(&m, &CpuList::parse("1,3").unwrap())
-                .unwrap()
-                .to_string(),
-            "2-3,6-7"
-        );
-        assert!(cores_to_cpus(&m, &CpuList::parse("4").unwrap())
-            .unwrap_err()
-            .contains("core 4 is not on this node"));
-        assert!(cores_to_cpus(&m, &CpuList::new()).is_err());
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use crate::bind;
 use crate::config::{OnFailure, SiteConfig};
 use crate::plan::{self, Origin, Plan, StepCpus, TaskPlacement, UserOptions};
-use crate::{cgroup, topo_source};
+use crate::{cgroup, step_cpus, topo_source};
 use lama_engine::PlanFile;
 use slurm_spank::{spank_log_user, Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error;
@@ -66,6 +66,30 @@ fn short_host_name() -> String {
     .unwrap_or_else(|| "node".to_string())
 }
 
+/// Why a step's tasks were not placed on this node.
+#[derive(Debug)]
+enum NotPlaced {
+    /// The step's CPUs here cannot be known: nothing is bound (fail closed), the step runs.
+    CpusUnknown(String),
+    /// Anything else: the step fails (or, for the site's default, runs as `on_default_failure`
+    /// says).
+    Failed(String),
+}
+
+impl From<String> for NotPlaced {
+    fn from(why: String) -> Self {
+        NotPlaced::Failed(why)
+    }
+}
+
+impl std::fmt::Display for NotPlaced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotPlaced::CpusUnknown(why) | NotPlaced::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// An error already shown where it belongs (the user's terminal, Slurm's log): returned to
 /// make Slurm fail the command or step, and not reported a second time by `report_error`.
 #[derive(Debug)]
@@ -80,6 +104,17 @@ impl std::fmt::Display for Shown {
 impl Error for Shown {}
 
 impl Lama {
+    /// Says once, from this node, that LAMA binds nothing in this step and why: the step's
+    /// CPUs here are unknown, and binding by a guess could bind onto another job's CPUs.
+    fn not_bound(&self, why: &str) {
+        tracing::warn!(node = %self.node, "lama: tasks not bound: {why}");
+        spank_log_user!(
+            "lama: {}: warning: LAMA binds no task on this node: {why}; tasks run with Slurm's \
+             binding",
+            self.node
+        );
+    }
+
     /// Wraps an error that was already shown, so that `report_error` does not repeat it.
     fn shown(&self, e: impl std::fmt::Display) -> Box<dyn Error> {
         self.shown.set(true);
@@ -126,11 +161,12 @@ impl Lama {
 
     /// Computes this node's placement for the step, or explains why not. Returns the plan
     /// with the binding this node uses.
-    fn place_step(&mut self, spank: &SpankHandle, plan: &Plan) -> Result<Plan, String> {
+    fn place_step(&mut self, spank: &SpankHandle, plan: &Plan) -> Result<Plan, NotPlaced> {
         let (resolved, micros) = self.node_topology()?;
         let job = spank.job_id().map_err(|e| e.to_string())?;
         let step = spank.job_stepid().map_err(|e| e.to_string())?;
-        let cpus = step_cpus_here(spank, &resolved.machine, job, step)?;
+        let cpus =
+            step_cpus_here(spank, &resolved.machine, job, step).map_err(NotPlaced::CpusUnknown)?;
         let mut machine = resolved.machine.restrict(&cpus);
         // --threads-per-core=1 (also implied by --hint=nomultithread): one thread per core,
         // even where the cpuset holds more.
@@ -144,13 +180,13 @@ impl Lama {
             machine = machine.restrict(&plan::one_thread_per_core(&machine));
         }
         if machine.available().is_empty() {
-            return Err(format!(
+            return Err(NotPlaced::Failed(format!(
                 "the step's CPUs ({cpus}) are not in this node's topology ({})",
                 resolved.machine.name()
-            ));
+            )));
         }
-        self.cpus = self.step_cpus(spank, &resolved.machine, job, step);
         let ntasks = spank.job_local_task_count().map_err(|e| e.to_string())?;
+        self.cpus = self.step_cpus(spank, &resolved.machine, ntasks, cpus.len() as u32);
         let mut globals = Vec::with_capacity(ntasks as usize);
         for local in 0..ntasks {
             globals.push(spank.local_to_global_id(local).map_err(|e| e.to_string())?);
@@ -215,14 +251,14 @@ impl Lama {
     }
 
     /// `-c` of the step, and what Slurm counts as a CPU here: the site's `cpu_unit`, else
-    /// detected from the job's CPUs on this node (Slurm's count against the job cpuset's
-    /// hardware threads); threads when that cannot be read.
+    /// detected from what the step asked for on this node against the hardware threads it got
+    /// ([`step_cpus::cpu_unit`]).
     fn step_cpus(
         &self,
         spank: &SpankHandle,
         machine: &lama_engine::Machine,
-        job: u32,
-        step: u32,
+        ntasks: u32,
+        step_pus: u32,
     ) -> StepCpus {
         let per_task = spank
             .step_cpus_per_task()
@@ -230,71 +266,69 @@ impl Lama {
             .and_then(|c| u32::try_from(c).ok())
             .filter(|&c| c >= 1)
             .unwrap_or(1);
-        let unit = match self.site.cpu_unit {
-            Some(u) => u,
-            None => {
-                let t = lama_engine::threads_per_core(machine);
-                let ncpus = spank.job_ncpus().map(u32::from).unwrap_or(0);
-                match cgroup::job_cpus(job, step) {
-                    Ok(job_pus) => {
-                        let unit = lama_engine::CpuUnit::detect(ncpus, job_pus.len() as u32, t);
-                        tracing::debug!(job, step, ncpus, job_pus = %job_pus, threads_per_core = t,
-                            "lama: Slurm counts {}s as CPUs here", unit.name());
-                        unit
-                    }
-                    Err(why) if t > 1 && per_task > 1 => {
-                        tracing::info!(job, step, "lama: the job's cpuset is unreadable ({why}); -c counts hardware threads (set cpu_unit= to change)");
-                        lama_engine::CpuUnit::Thread
-                    }
-                    Err(_) => lama_engine::CpuUnit::Thread,
-                }
-            }
-        };
+        let unit = self.site.cpu_unit.unwrap_or_else(|| {
+            let unit = step_cpus::cpu_unit(machine, ntasks, per_task, step_pus);
+            tracing::debug!(
+                ntasks,
+                per_task,
+                step_pus,
+                "lama: Slurm counts {}s as CPUs here",
+                unit.name()
+            );
+            unit
+        });
         StepCpus { per_task, unit }
     }
 }
 
-/// The CPUs this step may use on this node: the step's cgroup cpuset; without one (no
-/// task/cgroup), the cores Slurm allocated to the step (`S_STEP_ALLOC_CORES`, Slurm's abstract
-/// core numbers, which follow the node's cores in logical order), all their hardware threads;
-/// else the process affinity. Each fallback is logged with its reason.
+/// The CPUs this step may use on this node ([`step_cpus::decide`]): its cgroup cpuset as Slurm
+/// configured it and the cores Slurm allocated to it (`S_STEP_ALLOC_CORES`); `Err` when neither
+/// can be read, and the step is then not bound.
 fn step_cpus_here(
     spank: &SpankHandle,
     machine: &lama_engine::Machine,
     job: u32,
     step: u32,
 ) -> Result<lama_engine::CpuList, String> {
-    let why = match cgroup::step_cpus_with_file(job, step) {
-        Ok((c, file)) => {
-            tracing::info!(
-                job,
-                step,
-                "lama: step cpuset from cgroup v{} {}: {c}",
-                cgroup::cgroup_version(&file),
-                file.display()
-            );
-            return Ok(c);
-        }
-        Err(why) => why,
-    };
-    let cores = spank
+    let allocated = spank
         .step_alloc_cores()
-        .map_err(|e| e.to_string())
+        .map_err(|e| format!("S_STEP_ALLOC_CORES: {e}"))
         .and_then(|list| {
             let abstract_cores = lama_engine::CpuList::parse(list)
                 .map_err(|e| format!("S_STEP_ALLOC_CORES '{list}': {e}"))?;
-            crate::plan::cores_to_cpus(machine, &abstract_cores)
+            step_cpus::cores_to_cpus(machine, &abstract_cores)
         });
-    match cores {
-        Ok(c) => {
-            tracing::info!(job, step, cpus = %c, "lama: no step cpuset from the cgroup ({why}); using the step's allocated cores");
-            Ok(c)
-        }
-        Err(e) => {
-            tracing::info!(job, step, "lama: no step cpuset from the cgroup ({why}) nor allocated cores ({e}); using the process affinity");
-            bind::get_affinity()
-        }
-    }
+    let set = step_cpus::decide(cgroup::step_cpus(job, step), allocated)?;
+    tracing::info!(
+        job,
+        step,
+        "lama: step CPUs {} from {}",
+        set.cpus,
+        set.source
+    );
+    Ok(set.cpus)
+}
+
+/// This node's name as Slurm knows it (its `NodeName`, which need not be the kernel's host
+/// name): its place in the step's node list (`S_JOB_NODEID` in `SLURM_STEP_NODELIST`).
+fn slurm_node_name(spank: &SpankHandle) -> Result<String, String> {
+    let list = crate::bounded::env_value(spank.getenv("SLURM_STEP_NODELIST").ok().flatten())
+        .ok_or("SLURM_STEP_NODELIST is not in the step's environment")?;
+    let id = spank
+        .job_nodeid()
+        .map_err(|e| format!("S_JOB_NODEID: {e}"))?;
+    nth_node(&list, id)
+}
+
+/// The `id`th name of a Slurm hostlist.
+fn nth_node(list: &str, id: u32) -> Result<String, String> {
+    let names = lama_slurm::hostlist::expand(list)?;
+    names.get(id as usize).cloned().ok_or_else(|| {
+        format!(
+            "S_JOB_NODEID {id} is beyond the step's {} node(s) ({list})",
+            names.len()
+        )
+    })
 }
 
 /// The plan's text, read as the user in srun/sbatch/salloc: the file, or (for an srun inside
@@ -319,10 +353,15 @@ fn read_plan_locally(path: &str) -> Result<(String, PlanFile), String> {
 
 impl Lama {
     /// This node's tasks from the plan that travelled with the step.
-    fn place_from_plan(&mut self, spank: &SpankHandle, user: &UserOptions) -> Result<(), String> {
+    fn place_from_plan(
+        &mut self,
+        spank: &SpankHandle,
+        user: &UserOptions,
+    ) -> Result<(), NotPlaced> {
         let text = spank.getenv(plan::PLAN_VARIABLE).ok().flatten().ok_or(
             "the plan did not reach this node: it travels in the job's environment \
-                    (srun --export=NONE drops it)",
+                    (srun --export=NONE drops it)"
+                .to_string(),
         )?;
         let file = PlanFile::parse(&text).map_err(|e| format!("the plan is malformed: {e}"))?;
         let membind = match &user.membind {
@@ -332,7 +371,8 @@ impl Lama {
         let (resolved, micros) = self.node_topology()?;
         let job = spank.job_id().map_err(|e| e.to_string())?;
         let step = spank.job_stepid().map_err(|e| e.to_string())?;
-        let cpus = step_cpus_here(spank, &resolved.machine, job, step)?;
+        let cpus =
+            step_cpus_here(spank, &resolved.machine, job, step).map_err(NotPlaced::CpusUnknown)?;
         let ntasks = spank.job_local_task_count().map_err(|e| e.to_string())?;
         let total = spank.job_total_task_count().map_err(|e| e.to_string())?;
         let mut globals = Vec::with_capacity(ntasks as usize);
@@ -340,8 +380,10 @@ impl Lama {
             globals.push(spank.local_to_global_id(local).map_err(|e| e.to_string())?);
         }
         let verbose = user.verbose || self.site.verbose;
+        // Plans name Slurm's nodes, which need not be the kernel's host names.
+        let node = slurm_node_name(spank)?;
         let here = plan::StepHere {
-            node: &self.node,
+            node: &node,
             globals: &globals,
             total,
             cpus: &cpus,
@@ -372,17 +414,29 @@ unsafe impl Plugin for Lama {
     fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         let context = spank.context()?;
         let args = spank.plugin_argv()?;
-        self.site = SiteConfig::from_args(&args, |path| {
+        let site = SiteConfig::from_args(&args, |path| {
             crate::bounded::read_file(std::path::Path::new(path), crate::bounded::MAX_SMALL_FILE)
-        })
-        .map_err(|e| {
+        });
+        if context == Context::Slurmd {
+            // An error returned here stops slurmd (and, after a restart, takes the node down
+            // with its jobs): log it and go on. Steps read the same line and refuse.
+            self.node = short_host_name();
+            match site {
+                Ok(site) => {
+                    self.site = site;
+                    self.cache_topology();
+                }
+                Err(e) => slurm_spank::spank_log_error!(
+                    "{e}; slurmd goes on without a topology cache, and steps on this node fail \
+                     with this message until the plugstack.conf line is fixed"
+                ),
+            }
+            return Ok(());
+        }
+        self.site = site.map_err(|e| {
             slurm_spank::spank_log_error!("{e}");
             self.shown(e)
         })?;
-        if context == Context::Slurmd {
-            self.node = short_host_name();
-            self.cache_topology();
-        }
         if matches!(
             context,
             Context::Local | Context::Remote | Context::Allocator
@@ -455,12 +509,21 @@ unsafe impl Plugin for Lama {
         self.node = short_host_name();
         let user = user_options(spank);
         if user.plan.is_some() {
-            return self.place_from_plan(spank, &user).map_err(|why| {
-                self.tasks.clear();
-                let msg = format!("lama: {}: --lama-plan: {why}", self.node);
-                spank_log_user!("{msg}");
-                self.shown(msg)
-            });
+            return match self.place_from_plan(spank, &user) {
+                Ok(()) => Ok(()),
+                Err(NotPlaced::CpusUnknown(why)) => {
+                    self.tasks.clear();
+                    self.planned = None;
+                    self.not_bound(&why);
+                    Ok(())
+                }
+                Err(NotPlaced::Failed(why)) => {
+                    self.tasks.clear();
+                    let msg = format!("lama: {}: --lama-plan: {why}", self.node);
+                    spank_log_user!("{msg}");
+                    Err(self.shown(msg))
+                }
+            };
         }
         let plan = match plan::resolve(&user, &self.site) {
             Ok(Some(plan)) => plan,
@@ -475,7 +538,12 @@ unsafe impl Plugin for Lama {
                 self.plan = Some(placed);
                 Ok(())
             }
-            Err(why) => {
+            Err(NotPlaced::CpusUnknown(why)) => {
+                self.tasks.clear();
+                self.not_bound(&why);
+                Ok(())
+            }
+            Err(NotPlaced::Failed(why)) => {
                 self.tasks.clear();
                 let fail =
                     plan.origin == Origin::User || self.site.on_default_failure == OnFailure::Fail;
@@ -597,5 +665,22 @@ impl Lama {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nth_node;
+
+    #[test]
+    fn the_node_is_found_by_its_place_in_the_step() {
+        assert_eq!(nth_node("c[01-03],gpu7", 1).unwrap(), "c02");
+        assert_eq!(nth_node("c[01-03],gpu7", 3).unwrap(), "gpu7");
+        let e = nth_node("c[01-03]", 3).unwrap_err();
+        assert_eq!(
+            e,
+            "S_JOB_NODEID 3 is beyond the step's 3 node(s) (c[01-03])"
+        );
+        assert!(nth_node("c[01-", 0).is_err());
     }
 }

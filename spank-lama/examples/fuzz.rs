@@ -5,7 +5,7 @@
 //!   cargo run --release -p spank-lama --example fuzz -- 1000000
 
 use lama_engine::{Bind, CpuList, Layout, Membind, Mppr, Order, PlanFile};
-use spank_lama::cgroup::{parse_mountinfo, parse_proc_cgroup, step_cpuset_file};
+use spank_lama::cgroup::{locate, parse_mountinfo, parse_proc_cgroup};
 use spank_lama::config::SiteConfig;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -142,7 +142,7 @@ fn main() {
                 let _ = parse_proc_cgroup(s);
                 let _ = parse_mountinfo(s, false);
                 let _ = parse_mountinfo(s, true);
-                step_cpuset_file(s, Some(s), 42, 0).is_ok()
+                locate(s, Some(s), 42, 0).is_ok()
             },
         ),
         (

@@ -63,14 +63,15 @@ const MPOL_PREFERRED_MANY: libc::c_int = 5;
 /// Sets the memory policy of the calling process (inherited by the threads it creates and
 /// kept across `exec`) to the NUMA nodes `nodes` (OS indexes): `local` binds strictly
 /// (`MPOL_BIND`), `preferred` prefers them (`MPOL_PREFERRED_MANY`; kernels before 5.15 lack it
-/// and get `MPOL_PREFERRED` with the first node). `none` changes nothing.
-pub fn set_membind(policy: lama_engine::Membind, nodes: &CpuList) -> Result<(), String> {
+/// and get `MPOL_PREFERRED` with the first node). `none` changes nothing. Returns the nodes
+/// the policy in force names: `nodes`, or only the first of them after that fallback.
+pub fn set_membind(policy: lama_engine::Membind, nodes: &CpuList) -> Result<CpuList, String> {
     use lama_engine::Membind;
     let Some(&max) = nodes.cpus().last() else {
         return Err("no NUMA node to bind memory to".to_string());
     };
     let mode = match policy {
-        Membind::None => return Ok(()),
+        Membind::None => return Ok(nodes.clone()),
         Membind::Local => MPOL_BIND,
         Membind::Preferred if nodes.len() == 1 => MPOL_PREFERRED,
         Membind::Preferred => MPOL_PREFERRED_MANY,
@@ -102,11 +103,11 @@ pub fn set_membind(policy: lama_engine::Membind, nodes: &CpuList) -> Result<(), 
     let result = match set(mode, &mask) {
         Err(e) if mode == MPOL_PREFERRED_MANY && e.raw_os_error() == Some(libc::EINVAL) => {
             let mut first = vec![0; words];
-            let n = nodes.cpus()[0] as usize;
-            first[n / bits] |= 1 << (n % bits);
-            set(MPOL_PREFERRED, &first)
+            let n = nodes.cpus()[0];
+            first[n as usize / bits] |= 1 << (n as usize % bits);
+            set(MPOL_PREFERRED, &first).map(|()| CpuList::from_cpus([n]))
         }
-        other => other,
+        other => other.map(|()| nodes.clone()),
     };
     result.map_err(|e| format!("set_mempolicy({policy}, nodes {nodes}) failed: {e}"))
 }

@@ -287,8 +287,13 @@ impl SiteConfig {
         let mut cfg = SiteConfig::default();
         if let Some(&(_, path)) = pairs.iter().rev().find(|(k, _)| *k == "config") {
             let path = absolute_path("config", path).map_err(line_err)?;
-            let text = read_file(&path)
-                .map_err(|e| line_err(format!("config={path}: cannot read it: {e}")))?;
+            let text = read_file(&path).map_err(|e| {
+                line_err(format!(
+                    "config={path}: cannot read it: {e}; srun, sbatch and salloc read it as \
+                         the user who runs them, so it must be readable by every user (mode \
+                         0644, like plugstack.conf)"
+                ))
+            })?;
             cfg.apply_toml(&text).map_err(|message| ConfigError {
                 origin: path.clone(),
                 message,
@@ -434,6 +439,9 @@ mod tests {
         assert!(e.message.contains("expected an absolute path"), "{e}");
         let e = SiteConfig::from_args(&["config=/etc/slurm/lama.toml"], no_file).unwrap_err();
         assert!(e.message.contains("cannot read it"));
+        assert!(e
+            .message
+            .ends_with("readable by every user (mode 0644, like plugstack.conf)"));
         let bad_toml = |_: &str| Ok("map = 3\n".to_string());
         let e = SiteConfig::from_args(&["config=/x.toml"], bad_toml).unwrap_err();
         assert_eq!(e.origin, "/x.toml");

@@ -10,6 +10,7 @@ pub mod bind;
 pub mod bounded;
 pub mod cgroup;
 pub mod config;
+pub mod inherited;
 pub mod logging;
 pub mod manual;
 pub mod options;

@@ -13,7 +13,7 @@
 use crate::bind;
 use crate::config::{OnFailure, SiteConfig};
 use crate::plan::{self, Origin, Plan, StepCpus, TaskPlacement, UserOptions};
-use crate::{cgroup, step_cpus, topo_source};
+use crate::{cgroup, inherited, step_cpus, topo_source};
 use lama_engine::PlanFile;
 use slurm_spank::{spank_log_user, Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error;
@@ -38,6 +38,8 @@ pub struct Lama {
     node: String,
     /// Set when a callback returns an error it has already shown (see [`Shown`]).
     shown: std::cell::Cell<bool>,
+    /// In srun: the `--lama-*` options it inherited from its batch script or allocation.
+    inherited: Vec<(&'static str, String)>,
 }
 
 fn user_options(spank: &SpankHandle) -> UserOptions {
@@ -437,6 +439,12 @@ unsafe impl Plugin for Lama {
             slurm_spank::spank_log_error!("{e}");
             self.shown(e)
         })?;
+        if context == Context::Local {
+            // Before srun parses its options: what it inherits (see `inherited`).
+            let env: Vec<(String, String)> = std::env::vars().collect();
+            self.inherited =
+                inherited::inherited_options(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
         if matches!(
             context,
             Context::Local | Context::Remote | Context::Allocator
@@ -453,9 +461,14 @@ unsafe impl Plugin for Lama {
     }
 
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
-        if matches!(spank.context()?, Context::Local | Context::Allocator) {
+        let context = spank.context()?;
+        if matches!(context, Context::Local | Context::Allocator) {
             // Check before anything is launched; the same diagnostic as `lama map`.
             let user = user_options(spank);
+            if context == Context::Local {
+                let own = inherited::has_own_options(&user, &self.inherited);
+                std::env::set_var(inherited::OWN_OPTIONS_VARIABLE, if own { "1" } else { "0" });
+            }
             if let Err(e) = plan::resolve(&user, &self.site) {
                 slurm_spank::spank_log_error!("{e}");
                 return Err(self.shown(e));
@@ -507,6 +520,14 @@ unsafe impl Plugin for Lama {
             return Ok(());
         }
         self.node = short_host_name();
+        let env = |name: &str| crate::bounded::env_value(spank.getenv(name).ok().flatten());
+        if env(inherited::OWN_OPTIONS_VARIABLE).as_deref() == Some("0")
+            && env("SLURM_CPU_BIND_TYPE").is_some_and(|t| inherited::cpu_bind_none(&t))
+        {
+            tracing::info!(node = %self.node, "lama: srun --cpu-bind=none without --lama-* \
+                options of its own (a launcher's daemons): LAMA leaves the step alone");
+            return Ok(());
+        }
         let user = user_options(spank);
         if user.plan.is_some() {
             return match self.place_from_plan(spank, &user) {
@@ -566,12 +587,11 @@ unsafe impl Plugin for Lama {
     fn task_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         // The plan's text is for the plugin, not the application. (Never fatal: this runs in
         // every task of every step.)
-        if spank.getenv(plan::PLAN_VARIABLE).ok().flatten().is_some() {
-            if let Err(e) = spank.unsetenv(plan::PLAN_VARIABLE) {
-                tracing::warn!(
-                    "lama: cannot remove {} from the task: {e}",
-                    plan::PLAN_VARIABLE
-                );
+        for variable in [plan::PLAN_VARIABLE, inherited::OWN_OPTIONS_VARIABLE] {
+            if spank.getenv(variable).ok().flatten().is_some() {
+                if let Err(e) = spank.unsetenv(variable) {
+                    tracing::warn!("lama: cannot remove {variable} from the task: {e}");
+                }
             }
         }
         if let Some((membind, verbose)) = self.planned {
@@ -592,14 +612,21 @@ unsafe impl Plugin for Lama {
                 self.shown(msg)
             })?;
         }
+        // The NUMA nodes the memory policy really names (fewer where the kernel lacks
+        // MPOL_PREFERRED_MANY): what LAMA_MEMS reports.
+        let mut used_mems = None;
         if let Some((policy, mems)) = plan::memory_binding(plan, task) {
-            bind::set_membind(policy, &mems).map_err(|e| {
+            used_mems = Some(bind::set_membind(policy, &mems).map_err(|e| {
                 let msg = format!("lama: {}: task {}: {e}", self.node, task.global);
                 spank_log_user!("{msg}");
                 self.shown(msg)
-            })?;
+            })?);
         }
         for (name, value) in plan::task_environment(plan, task) {
+            let value = match &used_mems {
+                Some(used) if name == "LAMA_MEMS" => used.to_string(),
+                _ => value,
+            };
             spank.setenv(name, value, true)?;
         }
         if plan.omp && plan.binding() != lama_engine::Bind::None {
@@ -638,11 +665,10 @@ impl Lama {
             self.shown(msg)
         };
         bind::set_affinity(&task.cpus).map_err(fail)?;
-        let mems = (membind != lama_engine::Membind::None && !task.mems.is_empty())
-            .then(|| task.mems.clone());
-        if let Some(mems) = &mems {
-            bind::set_membind(membind, mems).map_err(fail)?;
-        }
+        let mems = match membind != lama_engine::Membind::None && !task.mems.is_empty() {
+            true => Some(bind::set_membind(membind, &task.mems).map_err(fail)?),
+            false => None,
+        };
         for (name, value) in plan::planned_environment(task, mems.as_ref().map(|m| (membind, m))) {
             spank.setenv(name, value, true)?;
         }

@@ -19,7 +19,10 @@ fn policy() -> String {
 #[test]
 fn local_and_preferred_are_what_the_kernel_reports() {
     assert_eq!(policy(), "default");
-    set_membind(Membind::Local, &CpuList::from_cpus([0])).unwrap();
+    assert_eq!(
+        set_membind(Membind::Local, &CpuList::from_cpus([0])).unwrap(),
+        CpuList::from_cpus([0])
+    );
     assert_eq!(policy(), "bind:0");
     set_membind(Membind::Preferred, &CpuList::from_cpus([0])).unwrap();
     assert_eq!(policy(), "prefer:0");

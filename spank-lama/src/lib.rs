@@ -29,9 +29,59 @@ pub mod topo_source;
 #[allow(missing_docs, non_upper_case_globals, unsafe_op_in_unsafe_fn)]
 mod exports {
     use super::plugin::Lama;
-    use slurm_spank::{Plugin, SLURM_VERSION_NUMBER, SPANK_PLUGIN};
+    use slurm_spank::SLURM_VERSION_NUMBER;
 
-    SPANK_PLUGIN!(b"lama", SLURM_VERSION_NUMBER, Lama);
+    #[no_mangle]
+    pub static plugin_name: [u8; 5] = *b"lama\0";
+    #[no_mangle]
+    pub static plugin_type: [u8; 6] = *b"spank\0";
+    #[no_mangle]
+    pub static plugin_version: std::os::raw::c_uint = SLURM_VERSION_NUMBER;
+
+    /// One exported callback, as the binding's `SPANK_PLUGIN!` writes it (the whole call runs
+    /// inside its panic guard), for the callbacks the plugin uses only: Slurm runs a SPANK
+    /// prolog and epilog slurmstepd for every job on every node as soon as one plugin exports
+    /// `slurm_spank_job_prolog` or `slurm_spank_job_epilog`, and calls every exported task
+    /// callback in every task.
+    macro_rules! hook {
+        ($symbol:ident, $method:ident) => {
+            #[no_mangle]
+            pub extern "C" fn $symbol(
+                spank: slurm_spank::spank_sys::spank_t,
+                ac: std::os::raw::c_int,
+                argv: *const *const std::os::raw::c_char,
+            ) -> std::os::raw::c_int {
+                slurm_spank::spank_callback_with_globals::<Lama, _>(|plugin, options, setup| {
+                    let mut spank = slurm_spank::init_spank_handle(spank, ac, argv, options);
+                    if setup {
+                        plugin.setup(&mut spank).inspect_err(|e| {
+                            plugin.report_error(&mut spank, e.as_ref());
+                        })?;
+                    }
+                    let context = spank
+                        .context()
+                        .map(|c| format!("{c:?}"))
+                        .unwrap_or_else(|_| "Error".to_string());
+                    let span = slurm_spank::make_cb_span(
+                        "lama",
+                        stringify!($symbol),
+                        &context,
+                        spank.task_global_id().ok(),
+                    );
+                    let _guard = span.enter();
+                    plugin.$method(&mut spank).inspect_err(|e| {
+                        plugin.report_error(&mut spank, e.as_ref());
+                    })
+                })
+            }
+        };
+    }
+
+    hook!(slurm_spank_init, init);
+    hook!(slurm_spank_init_post_opt, init_post_opt);
+    hook!(slurm_spank_local_user_init, local_user_init);
+    hook!(slurm_spank_user_init, user_init);
+    hook!(slurm_spank_task_init, task_init);
 
     /// Slurm ≥ 26.05: how a failed `slurm_spank_init` counts. Its spank(7) names draining
     /// the node (`ESPANK_NODE_FAILURE`) as the default; the plugin asks for a job failure

@@ -188,7 +188,7 @@ t_step_cpuset_is_honoured() {
     held=$(on node3 sh -c "cat /sys/fs/cgroup/cpuset/slurm*/uid_*/job_$holder/cpuset.cpus 2>/dev/null" | head -n1)
     [ -z "$held" ] || [ "$held" != "$given" ] || fail "the step got the held CPU $held" || return 1
     # The plugin says where the step's CPUs came from: cgroup v1's step cpuset on this cluster.
-    on node3 grep -qE "lama: step cpuset from cgroup v1 /sys/fs/cgroup/cpuset/.*/job_[0-9]+/step_[0-9]+/cpuset.cpus: " \
+    on node3 grep -qE "lama: step CPUs [0-9,-]+ from cgroup v1 /sys/fs/cgroup/cpuset/.*/job_[0-9]+/step_[0-9]+/cpuset.cpus \([0-9,-]+\) and allocated cores " \
         /var/log/slurm/slurmd.log || fail "slurmd's log does not name the cgroup v1 step cpuset"
 }
 
@@ -663,7 +663,7 @@ t_row_affinity_only() {
     release "$holder" || return 1
     [ $rc -eq 0 ] || fail "srun failed: $(cat "$work/err")" || return 1
     assert_eq "the LAMA task beside the holder" "node3:1" "$(actual_cpus)" || return 1
-    on node3 grep -q "using the step's allocated cores" /var/log/slurm/slurmd.log || fail "slurmd log: no allocated-cores fallback"
+    on node3 grep -qE "lama: step CPUs [0-9,-]+ from allocated cores \([0-9,-]+\); no step cpuset" /var/log/slurm/slurmd.log || fail "slurmd log: no allocated-cores fallback"
 }
 
 t_row_cgroup_only() {

@@ -174,8 +174,10 @@ t_partial_allocation() {
     assert_eq "CPUs held" "6" "$(echo "$held" | expand_cpus | wc -l)" || return 1
     assert_eq "placement" "$(predict --restrict "$step_cpus" --map scbnh --bind 1c)" "$(actual_cpus)" || return 1
     # The plugin read the step's CPUs from the cgroup v2 file, and said so.
-    on_guest grep -qE "lama: step cpuset from cgroup v2 /sys/fs/cgroup/system.slice/(vmnode_)?slurmstepd.scope/job_$job/step_0/user/cpuset.cpus.effective: $step_cpus " \
-        /var/log/slurm/slurmd.log || fail "slurmd's log does not name the cgroup v2 step cpuset: $(on_guest grep 'step cpuset' /var/log/slurm/slurmd.log | tail -n 2)"
+    # (Its configured cpuset.cpus, not .effective, which holds the whole node when Slurm does
+    # not constrain cores; intersected with the step's allocated cores.)
+    on_guest grep -qE "lama: step CPUs $step_cpus from cgroup v2 /sys/fs/cgroup/system.slice/(vmnode_)?slurmstepd.scope/job_$job/step_0/user/cpuset.cpus \($step_cpus\) and allocated cores \($step_cpus\)" \
+        /var/log/slurm/slurmd.log || fail "slurmd's log does not name the cgroup v2 step cpuset: $(on_guest grep 'step CPUs' /var/log/slurm/slurmd.log | tail -n 2)"
 }
 
 # What each task reports of its memory: "RANK LAMA_MEMS LAMA_MEMBIND Mems_allowed_list POLICY
@@ -232,9 +234,12 @@ t_daemons_still_up() {
     assert_eq "daemons" "active active active" "$(on_guest systemctl is-active munge slurmctld slurmd | paste -sd' ')"
 }
 
+. "$top/tests/vm/rows.sh"
+
 all_tests=(t_setup t_real_topology t_cgroup_v2 t_layouts_core_binding t_layouts_two_cores
     t_layouts_numa_binding t_layouts_package_binding t_die_level t_mppr t_partial_allocation t_membind
-    t_cpus_per_task t_daemons_still_up)
+    t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
+    t_row_broken_plugin_line t_daemons_still_up)
 selected=("$@")
 [ ${#selected[@]} -gt 0 ] || selected=("${all_tests[@]}")
 [ "${selected[0]}" == t_setup ] || selected=(t_setup "${selected[@]}")

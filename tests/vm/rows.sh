@@ -1,0 +1,127 @@
+# shellcheck shell=bash
+# Site configurations on the QEMU test node (sourced by tests/vm/run.sh): each row changes
+# Slurm's configuration in the guest, restarts the daemons, checks what a site would see, and
+# puts the configuration back however the test ends. Each names the finding it guards.
+
+# The configuration files as vmnode/vm.sh wrote them, kept once.
+save_config() {
+    on_guest sh -c 'for f in slurm.conf cgroup.conf plugstack.conf.d/lama.conf; do
+        [ -e /etc/slurm/$f.orig ] || cp -p /etc/slurm/$f /etc/slurm/$f.orig; done'
+}
+
+# Restarts slurmctld and slurmd and waits for the node to be idle.
+restart_slurm() {
+    on_guest systemctl restart slurmctld slurmd || fail "restarting Slurm failed" || return 1
+    wait_for 90 nodes_idle || fail "the node is not idle after the restart: $(as_user sinfo -h -N -o %T); $(on_guest tail -n 5 /var/log/slurm/slurmd.log)"
+}
+
+# Puts back the configuration vm.sh wrote and restarts Slurm with it.
+restore_config() {
+    on_guest sh -c 'for f in slurm.conf cgroup.conf plugstack.conf.d/lama.conf; do
+        cp -p /etc/slurm/$f.orig /etc/slurm/$f; done' || fail "restoring the configuration failed" || return 1
+    restart_slurm
+}
+
+# with_config 'SED-ON-slurm.conf' 'SED-ON-cgroup.conf' TEST-BODY: runs TEST-BODY (a function)
+# under the changed configuration, then restores it. Fails if the body fails.
+with_config() {
+    local slurm_sed=$1 cgroup_sed=$2 body=$3 rc
+    save_config || return 1
+    on_guest sed -i "$slurm_sed" /etc/slurm/slurm.conf || return 1
+    on_guest sed -i "$cgroup_sed" /etc/slurm/cgroup.conf || return 1
+    restart_slurm || { restore_config; return 1; }
+    "$body"
+    rc=$?
+    restore_config || return 1
+    return $rc
+}
+
+# The CPUs Slurm allocated to job $1 on the node (scontrol's CPU_IDs=, an OS CPU list on this
+# node, whose CPU numbers are OS indexes).
+job_cpu_ids() {
+    as_user scontrol show job -d "$1" | grep -oE 'CPU_IDs=[0-9,-]+' | head -n1 | cut -d= -f2
+}
+
+# A job holds 8 CPUs; a LAMA step of 4 tasks must be bound only to CPUs that are not the
+# holder's (Slurm confines nothing, so only the plugin's reading of the step's CPUs keeps the
+# tasks off the other job). Before the fix the plugin read user/cpuset.cpus.effective (the whole
+# node) and bound the tasks to CPUs 0-7, the holder's.
+beside_the_holder() {
+    local holder held
+    holder=$(hold_cpus vmnode 8) || return 1
+    held=$(job_cpu_ids "$holder")
+    run_srun -n4 --lama-map=scbnh --lama-bind=1c
+    local rc=$?
+    release "$holder" || return 1
+    [ $rc -eq 0 ] || fail "srun failed: $(cat "$work/err")" || return 1
+    [ -n "$held" ] || fail "no CPU_IDs for the holding job $holder" || return 1
+    assert_eq "CPUs held" "8" "$(echo "$held" | expand_cpus | wc -l)" || return 1
+    assert_eq "tasks" "4" "$(wc -l < "$work/out")" || return 1
+    local tasks both
+    tasks=$(report_field 3 | tr ' ' '\n' | expand_cpus | sort -n)
+    [ -n "$tasks" ] || fail "the tasks reported no CPUs" || return 1
+    both=$( (echo "$held" | expand_cpus; echo "$tasks") | sort -n | uniq -d | paste -sd,)
+    assert_eq "CPUs of LAMA tasks that are the holder's ($held)" "" "$both" || return 1
+    # Four tasks of scbnh with 1c on the 8 free CPUs: four distinct cores.
+    assert_eq "distinct task bindings" "4" "$(report_field 3 | tr ' ' '\n' | sort -u | wc -l)"
+}
+
+t_row_v2_unconstrained() {
+    # Finding: cgroup v2 with ConstrainCores=no. The controller is enabled down the tree, so
+    # the step's user/cpuset.cpus.effective exists and holds the whole node.
+    with_config 's/^x//' 's/^ConstrainCores=yes/ConstrainCores=no/' beside_the_holder || return 1
+    on_guest grep -qE "lama: step CPUs [0-9,-]+ from allocated cores \([0-9,-]+\); no step cpuset: .*user/cpuset.cpus is empty" \
+        /var/log/slurm/slurmd.log || fail "slurmd's log does not say the unconstrained cgroup was not trusted"
+}
+
+t_row_v2_affinity_only() {
+    # Finding: cgroup v2 with TaskPlugin=task/affinity alone (proctrack/cgroup still makes the
+    # step's cgroup, with the cpuset controller and the whole node in .effective).
+    with_config 's|^TaskPlugin=.*|TaskPlugin=task/affinity|' 's/^x//' beside_the_holder
+}
+
+t_row_steps_smaller_than_the_job() {
+    # Finding: -c's unit came from the job's CPUs, but a step smaller than its job is common
+    # (salloc --exclusive, then several srun -c). The step of -n2 -c4 gets 8 threads (two cores
+    # of each package with scbnh's order... as Slurm chooses: 0-3,8-11 on this node); each task
+    # must get 4 threads (two cores), not all 8.
+    local srun_prefix=(salloc -N1 --exclusive)
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup | sed "s|/task_[0-9]*$||")/cpuset.cpus)"'
+    run_srun -n2 -c4 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "tasks" "2" "$(wc -l < "$work/out")" || return 1
+    local step
+    step=$(awk 'NR == 1 { print $4 }' "$work/out")
+    assert_eq "the step's 8 CPUs" "8" "$(echo "$step" | expand_cpus | wc -l)" || return 1
+    local t
+    for t in $(report_field 3); do
+        assert_eq "CPUs of a task ($t)" "4" "$(echo "$t" | expand_cpus | wc -l)" || return 1
+    done
+    assert_eq "the tasks' CPUs are disjoint and cover the step" "$(echo "$step" | expand_cpus | sort -n | paste -sd,)" \
+        "$(report_field 3 | tr ' ' '\n' | expand_cpus | sort -n | paste -sd,)" || return 1
+    assert_eq "lama map" "$(predict --restrict "$step" --map scbnh --cpus-per-task 4)" "$(actual_cpus)"
+}
+
+t_row_broken_plugin_line() {
+    # Finding: an error from the plugin's init in slurmd's context stopped slurmd (and, after a
+    # restart, took the node down). Now slurmd logs it and stays up; steps fail with the reason.
+    save_config || return 1
+    on_guest sed -i 's|^required \(.*spank_lama.so\).*|required \1 topology_cache=cache.xml|' \
+        /etc/slurm/plugstack.conf.d/lama.conf || return 1
+    on_guest grep -q 'topology_cache=cache.xml' /etc/slurm/plugstack.conf.d/lama.conf || fail "the broken line was not written" || return 1
+    # Only slurmd: srun on this host reads the same line and refuses before launch otherwise.
+    on_guest systemctl restart slurmd
+    local state ok=0
+    sleep 5
+    state=$(on_guest systemctl is-active slurmd)
+    if [ "$state" != active ]; then
+        fail "slurmd is $state after a restart with a broken plugin line: $(on_guest tail -n 5 /var/log/slurm/slurmd.log)"
+    elif ! on_guest grep -qE 'topology_cache.*expected an absolute path.*slurmd goes on' /var/log/slurm/slurmd.log; then
+        fail "slurmd's log does not explain the broken line: $(on_guest grep lama /var/log/slurm/slurmd.log | tail -n 3)"
+    elif ! wait_for 60 nodes_idle; then
+        fail "the node is $(as_user sinfo -h -N -o %T), not idle"
+    else
+        ok=1
+    fi
+    restore_config || return 1
+    [ $ok -eq 1 ]
+}

@@ -5,8 +5,9 @@
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use lama_engine::{
-    binding_for_cpus, cpus_covered, narrower_warning, numa_nodes, place, render, Bind, CpuList,
-    CpuUnit, Layout, Machine, Membind, Mppr, Order, PlaceError, Placement, Request, MAP_ALIASES,
+    binding_for_cpus, cpus_covered, exact_binding, exact_fallback_note, narrower_warning,
+    numa_nodes, place, place_cpus_per_task, render, Bind, CpuList, CpuUnit, Layout, Machine,
+    Membind, Mppr, Order, PlaceError, Placement, Request, MAP_ALIASES,
 };
 use lama_hwloc::Source;
 use std::io::Write;
@@ -341,7 +342,8 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             }
             (per_node[0], true)
         }
-        None => (Bind::default(), false),
+        // The built-in default never shares CPUs either (falling back to one CPU per task).
+        None => (Bind::default(), true),
     };
     let req = Request {
         layout,
@@ -352,10 +354,35 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         np: args.np,
         bind_within,
     };
-    let placement = place(&nodes, &req).map_err(|e| match e {
+    // As the plugin does: the -c default binding never makes tasks share CPUs; when the widened
+    // binding cannot do that, each task gets exactly its -c CPUs.
+    let placed = if bind_within {
+        let exact: Vec<Bind> = machines
+            .iter()
+            .map(|m| exact_binding(m, args.cpus_per_task.max(1), unit))
+            .collect();
+        let exact = if exact.iter().all(|b| *b == exact[0]) {
+            exact[0]
+        } else {
+            Bind::None
+        };
+        place_cpus_per_task(&nodes, &req, exact)
+    } else {
+        place(&nodes, &req)
+    };
+    let placement = placed.map_err(|e| match e {
         PlaceError::TooLarge { .. } => Failure::Usage(e.to_string()),
         other => Failure::Place(other.to_string()),
     })?;
+    let used = placement.request().bind;
+    let fallback = if bind_within {
+        exact_fallback_note(bind, used, placement.len(), args.cpus_per_task.max(1), unit)
+    } else {
+        None
+    };
+    if let Some(w) = placement.overlap_warning(|r| r) {
+        eprintln!("lama: {w}");
+    }
     if args.bind.is_some() && args.cpus_per_task > 1 && bind != Bind::None {
         let narrowest = (0..placement.len())
             .map(|r| {
@@ -379,13 +406,18 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::Place(format!("cannot write {}: {e}", path.display())))?;
     }
     if args.json {
+        if let Some(note) = &fallback {
+            eprintln!("lama: {note}");
+        }
         print(&json(&placement, membind))
     } else {
         let mut text = String::new();
         if let Some((alias, expansion)) = MAP_ALIASES.iter().find(|(a, _)| *a == args.map) {
             text += &format!("map alias '{alias}' = layout {expansion}\n");
         }
-        if bind_within {
+        if let Some(note) = &fallback {
+            text += &format!("{note}\n");
+        } else if bind_within && args.cpus_per_task > 1 {
             text += &format!(
                 "binding {bind}: at least {} CPU(s) ({}s) per process for --cpus-per-task\n",
                 args.cpus_per_task,

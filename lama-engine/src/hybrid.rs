@@ -82,6 +82,40 @@ pub fn binding_for_cpus(m: &Machine, cpus: u32, unit: CpuUnit) -> Bind {
     }
 }
 
+/// The binding of exactly `cpus` CPUs of `unit`, without widening: `Nh` for hardware threads
+/// (and on a machine without cores), `Nc` for cores. [`crate::place::place_cpus_per_task`]
+/// falls back to it when the widened [`binding_for_cpus`] does not fit the step without two
+/// tasks sharing a CPU.
+pub fn exact_binding(m: &Machine, cpus: u32, unit: CpuUnit) -> Bind {
+    let count = cpus.max(1);
+    let level = if unit == CpuUnit::Core && !m.objects(Level::Core).is_empty() {
+        Level::Core
+    } else {
+        Level::Hwthread
+    };
+    Bind::Width { count, level }
+}
+
+/// The note for a placement with the default binding ([`crate::place::place_cpus_per_task`])
+/// that fell back from the widened binding to the exact one; `None` when the widened binding
+/// was kept.
+pub fn exact_fallback_note(
+    widened: Bind,
+    used: Bind,
+    tasks: usize,
+    cpus: u32,
+    unit: CpuUnit,
+) -> Option<String> {
+    (used != widened).then(|| {
+        format!(
+            "note: the default binding {widened} cannot give {tasks} task(s) CPUs of their own \
+             here; each task is bound to exactly the {cpus} CPU(s) Slurm counts for it ({unit}s, \
+             -c {cpus}) instead: binding {used}, consecutive CPUs, none shared",
+            unit = unit.name(),
+        )
+    })
+}
+
 /// How many CPUs of `unit` a binding covers: its hardware threads, or the cores it touches.
 pub fn cpus_covered(m: &Machine, bound_logical: &[u32], unit: CpuUnit) -> u32 {
     match unit {

@@ -47,10 +47,13 @@ mod place_tests;
 pub use cpulist::{CpuList, CpuListError};
 pub use diag::{Diagnostic, Subject, MAX_INPUT_LEN};
 pub use hybrid::{
-    binding_for_cpus, cpus_covered, narrower_warning, numa_nodes, threads_per_core, CpuUnit,
+    binding_for_cpus, cpus_covered, exact_binding, exact_fallback_note, narrower_warning,
+    numa_nodes, threads_per_core, CpuUnit,
 };
 pub use level::Level;
-pub use place::{place, PlaceError, Placement, Process, ProcessInfo, Request};
+pub use place::{
+    place, place_cpus_per_task, Overlap, PlaceError, Placement, Process, ProcessInfo, Request,
+};
 pub use planfile::{valid_node_name, PlanFile, PlanFileError, PlannedRank};
 pub use spec::{Bind, Layout, Membind, Mppr, Order, BIND_ALIASES, MAP_ALIASES};
 pub use topology::{Machine, MachineBuilder, Object, Pu, TopologyError};

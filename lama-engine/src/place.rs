@@ -14,6 +14,31 @@
 //!
 //! Cost: building a view is O(PUs × levels) per distinct machine; a pass is O(positions), with
 //! O(binding width) work per placed process. Memory per process is one [`Process`] (12 bytes).
+//!
+//! # Sharing CPUs
+//!
+//! Positions finer than the binding (the second hardware thread of a core under `1c`, the
+//! cores of a socket under `1s`) lead to bindings that other processes hold too. As in Open
+//! MPI, where a binding shared by more processes than it has CPUs is an *overload*, allowed
+//! only with `overload-allowed`, two processes share CPUs only as far as the user asked:
+//! - **The default binding** (`Request::bind_within`: the built-in `1c`, or the binding widened
+//!   to cover Slurm's `-c`): no CPU is in two bindings within a pass. A position whose binding
+//!   meets one already placed is skipped. When that leaves too few positions,
+//!   [`place_cpus_per_task`] binds each task to exactly the CPUs Slurm counted for it (`-c 3`
+//!   on cores of two threads: `3h`, consecutive, disjoint) instead of refusing a step Slurm
+//!   allocated; when even that does not fit, the job is oversubscribed.
+//! - **A binding the user asked for** (`--lama-bind`, `lama map --bind`, the site's `bind=`):
+//!   it may overlap others, as its width asks (`1s` while mapping by core, `2c` over an odd
+//!   number of cores), and [`Placement::overlap_warning`] names who shares what. But one binding
+//!   holds at most as many processes as it has cores (hardware threads outside cores count one
+//!   each) in a pass: `1c` holds one process per core, so 40 processes at `1c` on 36 cores of
+//!   two threads are oversubscribed, not doubled up on the second threads.
+//! - **Without binding**, the mapped PU is the resource.
+//!
+//! Oversubscribed passes (only with `Request::oversubscribe`) ignore MPPR limits but still
+//! fill what is free before sharing: each sweep allows one more process per binding (then per
+//! mapped PU) than the previous one only when it found nothing, so MPPR's second pass takes the
+//! cores the limits left idle before doubling up on a bound one.
 
 use crate::cpulist::CpuList;
 use crate::level::Level;
@@ -42,10 +67,13 @@ pub struct Request {
     pub oversubscribe: bool,
     /// How many processes to place.
     pub np: u32,
-    /// Keep each binding inside the smallest object (core, cache, NUMA node, die, package) of
-    /// its mapped PU that can hold the whole binding, skipping positions whose binding would
-    /// cross it; when that leaves too few positions for `np` processes in one pass, place as
-    /// without it (bindings may cross, as SPEC §2.4 describes). Used for Slurm's `-c`.
+    /// The binding is the default (the built-in `1c`, or the one widened for Slurm's `-c`), not
+    /// one the user asked for. Such bindings never share a CPU within a pass (see the module's
+    /// section on sharing). They are also kept inside the smallest object (core, cache, NUMA
+    /// node, die, package) of their mapped PU that can hold the whole binding, skipping
+    /// positions whose binding would cross it; when that leaves too few positions for `np`
+    /// processes in one pass, they are placed as without it (bindings may cross, as SPEC §2.4
+    /// describes). Used for Slurm's `-c`, with [`place_cpus_per_task`].
     pub bind_within: bool,
 }
 
@@ -74,10 +102,21 @@ pub enum PlaceError {
     /// One pass did not place every process and oversubscription is not allowed.
     #[error(
         "placed {placed} of {requested} processes: oversubscribed; layout {layout} with binding \
-         {bind}{mppr} offers {placed} positions on {nodes} node(s); allow oversubscription \
+         {bind}{mppr} offers {placed} positions on {nodes} node(s){why}; allow oversubscription \
          (srun --overcommit, lama map --oversubscribe), ask for fewer processes, or use a \
          smaller binding width or looser MPPR limits",
-        mppr = if mppr.is_empty() { String::new() } else { format!(" and MPPR {mppr}") }
+        mppr = if mppr.is_empty() { String::new() } else { format!(" and MPPR {mppr}") },
+        why = match (*shared, *exclusive) {
+            (0, _) => String::new(),
+            (n, true) => format!(
+                " (its other {n} position(s) would share CPUs with a process already placed, \
+                 which the default binding never does)"
+            ),
+            (n, false) => format!(
+                " (its other {n} position(s) would put more processes on one {bind} binding than \
+                 the binding has cores)"
+            ),
+        }
     )]
     Oversubscribed {
         /// Processes placed in the first pass.
@@ -92,6 +131,11 @@ pub enum PlaceError {
         mppr: Mppr,
         /// How many nodes.
         nodes: usize,
+        /// Positions of the pass left out because their binding would share CPUs beyond what
+        /// the binding allows (see [`place`]).
+        shared: u32,
+        /// Whether the binding was the default for `-c`, which never shares CPUs.
+        exclusive: bool,
     },
     /// A whole pass placed nothing.
     #[error("placed 0 of {requested} processes: no usable resources: {why}")]
@@ -252,7 +296,11 @@ struct NodeView {
     /// The binding level's objects.
     bind: Option<LevelObjs>,
     /// For each PU, the first binding object if the binding fits from there, else `NONE`.
+    /// With blocks (the exact `-c` fallback), the first object of the PU's block.
     bind_start: Vec<u32>,
+    /// For each PU, its core (`NONE`: unavailable or outside every core); only for a binding
+    /// the user asked for, whose capacity is counted in cores.
+    core_of: Vec<u32>,
     /// One entry per MPPR limit.
     limits: Vec<LimitView>,
 }
@@ -265,7 +313,13 @@ struct LimitView {
 }
 
 impl NodeView {
-    fn new(m: &Machine, req: &Request, layout_levels: &[Level], within: bool) -> NodeView {
+    fn new(
+        m: &Machine,
+        req: &Request,
+        layout_levels: &[Level],
+        within: bool,
+        blocks: bool,
+    ) -> NodeView {
         let object_levels: Vec<Level> = layout_levels
             .iter()
             .copied()
@@ -356,22 +410,49 @@ impl NodeView {
                 } else {
                     Vec::new()
                 };
-                let starts = b
-                    .of_pu
-                    .iter()
-                    .map(|&o| {
-                        if o != NONE
-                            && u64::from(o) + u64::from(count) <= total
-                            && inside.get(o as usize).copied().unwrap_or(true)
-                        {
-                            o
+                let fits_from = |o: u32| {
+                    u64::from(o) + u64::from(count) <= total
+                        && inside.get(o as usize).copied().unwrap_or(true)
+                };
+                let starts = if blocks {
+                    // Consecutive runs of `count` objects, each a block; an object where no
+                    // block fits (inside its enclosing object, with `within`) is left over.
+                    let mut block_of = vec![NONE; b.ranges.len()];
+                    let mut o = 0u32;
+                    while (o as usize) < block_of.len() {
+                        if fits_from(o) {
+                            for slot in &mut block_of[o as usize..(o + count) as usize] {
+                                *slot = o;
+                            }
+                            o += count;
                         } else {
-                            NONE
+                            o += 1;
                         }
-                    })
-                    .collect();
+                    }
+                    b.of_pu
+                        .iter()
+                        .map(|&o| {
+                            if o == NONE {
+                                NONE
+                            } else {
+                                block_of[o as usize]
+                            }
+                        })
+                        .collect()
+                } else {
+                    b.of_pu
+                        .iter()
+                        .map(|&o| if o != NONE && fits_from(o) { o } else { NONE })
+                        .collect()
+                };
                 (Some(b), starts)
             }
+        };
+        // For the overload rule: the core of each available PU (`NONE`: no core above it).
+        let core_of = if req.bind != Bind::None && !req.bind_within && !blocks {
+            LevelObjs::new(m, Level::Core).of_pu
+        } else {
+            Vec::new()
         };
         let limits = req
             .mppr
@@ -412,6 +493,7 @@ impl NodeView {
             table: Vec::new(),
             bind,
             bind_start,
+            core_of,
             limits,
         }
     }
@@ -497,22 +579,68 @@ pub struct Placement<'m> {
     widths: Vec<(Level, u32)>,
     processes: Vec<Process>,
     passes: u32,
+    /// Whether the binding was placed over blocks (the exact `-c` fallback).
+    blocks: bool,
 }
 
 /// Places `req.np` processes on `nodes` (SPEC §2.2–2.7).
 ///
 /// Several entries of `nodes` may be the same machine (by reference): it is analysed once.
+///
+/// Within a pass, bindings share CPUs only as the binding asks (see the module's section on
+/// sharing): with `req.bind_within` (the default binding for Slurm's `-c`) never; otherwise
+/// no binding is shared by more processes than it has cores.
 pub fn place<'m>(nodes: &[&'m Machine], req: &Request) -> Result<Placement<'m>, PlaceError> {
-    if !req.bind_within {
-        return place_with(nodes, req, false);
+    place_mode(nodes, req, false)
+}
+
+/// Places a step whose binding is the default for Slurm's `-c` (`req.bind` from
+/// [`crate::hybrid::binding_for_cpus`], usually widened to whole cores), where tasks never
+/// share a CPU unless the job is oversubscribed.
+///
+/// The widened binding is tried first (as [`place`] with `bind_within`). When it cannot hold
+/// every task in one pass without two tasks sharing a CPU (`-c 3` on cores of 2 threads: 2
+/// cores for each of 4 tasks on 6 cores), each task is bound to exactly `exact`, the CPUs
+/// Slurm counted ([`crate::hybrid::exact_binding`], e.g. `3h`): the node's available objects
+/// of that level are cut into consecutive blocks of that many (kept inside packages, caches or
+/// NUMA nodes where that still fits, as `bind_within` does), and the layout's positions are
+/// visited as usual, each block going to the first position that falls in it (the task's
+/// mapped PU). The result's [`Placement::request`] carries the binding used. When neither fits
+/// in one pass, the widened binding's result stands: an oversubscribed placement when that is
+/// allowed, else its error.
+pub fn place_cpus_per_task<'m>(
+    nodes: &[&'m Machine],
+    req: &Request,
+    exact: Bind,
+) -> Result<Placement<'m>, PlaceError> {
+    let mut req = req.clone();
+    req.bind_within = true;
+    let widened = place_mode(nodes, &req, false);
+    if widened.as_ref().is_ok_and(|p| p.passes <= 1) || exact == Bind::None {
+        return widened;
     }
-    let inside = place_with(nodes, req, true);
+    req.bind = exact;
+    match place_mode(nodes, &req, true) {
+        Ok(p) if p.passes <= 1 || widened.is_err() => Ok(p),
+        _ => widened,
+    }
+}
+
+fn place_mode<'m>(
+    nodes: &[&'m Machine],
+    req: &Request,
+    blocks: bool,
+) -> Result<Placement<'m>, PlaceError> {
+    if !req.bind_within {
+        return place_with(nodes, req, false, blocks);
+    }
+    let inside = place_with(nodes, req, true, blocks);
     if inside.as_ref().is_ok_and(|p| p.passes <= 1) {
         return inside;
     }
     // Too few positions with every binding inside: let bindings cross when that fits in one
     // pass (or when keeping them inside cannot place at all).
-    let crossing = place_with(nodes, req, false);
+    let crossing = place_with(nodes, req, false, blocks);
     if crossing.as_ref().is_ok_and(|p| p.passes <= 1) || inside.is_err() {
         crossing
     } else {
@@ -524,6 +652,7 @@ fn place_with<'m>(
     nodes: &[&'m Machine],
     req: &Request,
     within: bool,
+    blocks: bool,
 ) -> Result<Placement<'m>, PlaceError> {
     if nodes.is_empty() {
         return Err(PlaceError::NoNodes);
@@ -541,7 +670,7 @@ fn place_with<'m>(
             Some(v) => v,
             None => {
                 seen.push(ptr);
-                views.push(NodeView::new(m, req, &layout_levels, within));
+                views.push(NodeView::new(m, req, &layout_levels, within, blocks));
                 views.len() - 1
             }
         };
@@ -592,10 +721,12 @@ fn place_with<'m>(
         Bind::None => (0, None),
         Bind::Width { count, level } => (count, Some(level)),
     };
+    // The binding level steps by the width, except over blocks (every position of a block
+    // leads to it; the first one visited takes it).
     let step: Vec<u32> = layout_levels
         .iter()
         .map(|&l| {
-            if Some(l) == bind_level && l != Level::Node {
+            if Some(l) == bind_level && l != Level::Node && !blocks {
                 bind_count
             } else {
                 1
@@ -617,15 +748,58 @@ fn place_with<'m>(
         counts.push(vec![0; total]);
     }
 
+    // Sharing. `uses`: processes mapped to each PU (per node, by logical index). `load`
+    // (bindings that must not share: the -c default): processes bound to each PU. `same` and
+    // `capacity` (bindings the user asked for): processes per binding, and its cores.
+    let sharing = if bind_level.is_none() {
+        Sharing::MappedPu
+    } else if req.bind_within || blocks {
+        Sharing::Never
+    } else {
+        Sharing::Cores
+    };
+    let mut pu_base = Vec::with_capacity(nodes.len());
+    let mut bind_base = Vec::with_capacity(nodes.len());
+    let (mut total_pus, mut total_binds) = (0usize, 0usize);
+    for (&m, &v) in nodes.iter().zip(&node_view) {
+        pu_base.push(total_pus);
+        bind_base.push(total_binds);
+        total_pus += m.pus().len();
+        total_binds += views[v as usize]
+            .bind
+            .as_ref()
+            .map_or(0, |b| b.ranges.len());
+    }
+    let mut uses = vec![0u32; total_pus];
+    let mut load = vec![
+        0u32;
+        if sharing == Sharing::Never {
+            total_pus
+        } else {
+            0
+        }
+    ];
+    let (mut same, mut capacity) = if sharing == Sharing::Cores {
+        (vec![0u32; total_binds], vec![0u32; total_binds])
+    } else {
+        (Vec::new(), Vec::new())
+    };
+
     let np = req.np as usize;
     let mut processes: Vec<Process> = Vec::with_capacity(np);
     let mut passes = 0u32;
+    let mut first_pass = true;
+    // A sweep takes a position whose binding is shared by fewer than `bind_level_max` times
+    // its allowance and whose mapped PU is used by fewer than `pu_level_max` processes. The
+    // first pass is (1, 1); oversubscribed sweeps start at (1, 1) again (filling what MPPR
+    // left free) and raise one then the other when a sweep finds nothing.
+    let (mut share_max, mut pu_max) = (1u32, 1u32);
+    let mut shared_skips = 0u32;
     let mut idx = vec![0u32; k];
     let mut span: Vec<(u32, u32)> = vec![(0, 0); limit_max.len()];
     while processes.len() < np {
-        let first_pass = passes == 0;
-        passes += 1;
         let before = processes.len();
+        let mut blocked = false;
         idx.iter_mut().for_each(|i| *i = 0);
         let mut off: u64 = 0;
         'positions: loop {
@@ -640,8 +814,46 @@ fn place_with<'m>(
                     NONE
                 };
                 let usable = bind_level.is_none() || bind_start != NONE;
-                let mut fits = usable;
-                if usable && first_pass && !limit_max.is_empty() {
+                let pbase = pu_base[node as usize];
+                let mut fits = usable
+                    && uses[pbase + pu as usize] < pu_max
+                    && match (sharing, &view.bind) {
+                        (Sharing::Never, Some(b)) => {
+                            let mut free = true;
+                            'objs: for o in bind_start..bind_start + bind_count {
+                                let (s, e) = b.ranges[o as usize];
+                                for q in s..e {
+                                    if load[pbase + q as usize] >= share_max {
+                                        free = false;
+                                        break 'objs;
+                                    }
+                                }
+                            }
+                            free
+                        }
+                        (Sharing::Cores, Some(_)) => {
+                            let slot = bind_base[node as usize] + bind_start as usize;
+                            same[slot] == 0 || {
+                                if capacity[slot] == 0 {
+                                    capacity[slot] = cores_in_binding(
+                                        nodes[node as usize],
+                                        view,
+                                        bind_start,
+                                        bind_count,
+                                    );
+                                }
+                                same[slot] < capacity[slot].saturating_mul(share_max)
+                            }
+                        }
+                        _ => true,
+                    };
+                if usable && !fits {
+                    blocked = true;
+                    if first_pass {
+                        shared_skips += 1;
+                    }
+                }
+                if fits && first_pass && !limit_max.is_empty() {
                     for (j, lim) in view.limits.iter().enumerate() {
                         span[j] = if bind_level.is_some() {
                             let (mut lo, mut hi) = (NONE, 0);
@@ -683,6 +895,21 @@ fn place_with<'m>(
                     }
                 }
                 if fits {
+                    uses[pbase + pu as usize] += 1;
+                    match (sharing, &view.bind) {
+                        (Sharing::Never, Some(b)) => {
+                            for o in bind_start..bind_start + bind_count {
+                                let (s, e) = b.ranges[o as usize];
+                                for q in s..e {
+                                    load[pbase + q as usize] += 1;
+                                }
+                            }
+                        }
+                        (Sharing::Cores, Some(_)) => {
+                            same[bind_base[node as usize] + bind_start as usize] += 1;
+                        }
+                        _ => {}
+                    }
                     processes.push(Process {
                         node,
                         pu,
@@ -710,20 +937,40 @@ fn place_with<'m>(
             }
         }
         let placed = processes.len() - before;
-        if placed == 0 {
+        if first_pass {
+            first_pass = false;
+            if placed == 0 {
+                return Err(PlaceError::NoUsableResources {
+                    requested: req.np,
+                    why: no_resource_reason(nodes, req),
+                });
+            }
+            passes = 1;
+            if processes.len() < np && !req.oversubscribe {
+                return Err(PlaceError::Oversubscribed {
+                    placed: processes.len() as u32,
+                    requested: req.np,
+                    layout: req.layout.clone(),
+                    bind: req.bind,
+                    mppr: req.mppr.clone(),
+                    nodes: nodes.len(),
+                    shared: shared_skips,
+                    exclusive: sharing == Sharing::Never,
+                });
+            }
+        } else if placed > 0 {
+            passes += 1;
+        } else if blocked && share_max <= req.np {
+            // Every position left is shared as much as this sweep allows: allow one more.
+            if share_max == pu_max {
+                share_max += 1;
+            } else {
+                pu_max += 1;
+            }
+        } else {
             return Err(PlaceError::NoUsableResources {
                 requested: req.np,
                 why: no_resource_reason(nodes, req),
-            });
-        }
-        if first_pass && processes.len() < np && !req.oversubscribe {
-            return Err(PlaceError::Oversubscribed {
-                placed: processes.len() as u32,
-                requested: req.np,
-                layout: req.layout.clone(),
-                bind: req.bind,
-                mppr: req.mppr.clone(),
-                nodes: nodes.len(),
             });
         }
     }
@@ -738,7 +985,45 @@ fn place_with<'m>(
         widths: layout_levels.into_iter().zip(widths).collect(),
         processes,
         passes,
+        blocks,
     })
+}
+
+/// How a pass decides whether a position's binding may be shared with earlier processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sharing {
+    /// No binding: the mapped PU is the resource.
+    MappedPu,
+    /// The default binding for `-c`: no bound PU is shared.
+    Never,
+    /// A binding the user asked for: one binding holds as many processes as it has cores.
+    Cores,
+}
+
+/// The cores among the available PUs of a binding (a PU outside every core counts as one).
+fn cores_in_binding(m: &Machine, view: &NodeView, start: u32, count: u32) -> u32 {
+    let Some(b) = &view.bind else { return 1 };
+    let mut cores = 0u32;
+    let mut last = NONE;
+    for o in start..start.saturating_add(count) {
+        let Some(&(s, e)) = b.ranges.get(o as usize) else {
+            break;
+        };
+        for q in s..e {
+            if !m.pus().get(q as usize).is_some_and(|p| p.available) {
+                continue;
+            }
+            match view.core_of.get(q as usize).copied().unwrap_or(NONE) {
+                NONE => cores += 1,
+                c if c != last => {
+                    cores += 1;
+                    last = c;
+                }
+                _ => {}
+            }
+        }
+    }
+    cores.max(1)
 }
 
 fn no_resource_reason(nodes: &[&Machine], req: &Request) -> String {
@@ -753,6 +1038,17 @@ fn no_resource_reason(nodes: &[&Machine], req: &Request) -> String {
         ),
         Bind::None => "no position of the layout exists on these nodes".to_string(),
     }
+}
+
+/// Processes whose bindings share CPUs (see [`Placement::overlaps`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlap {
+    /// The node.
+    pub node: u32,
+    /// The ranks that share them, ascending.
+    pub ranks: Vec<u32>,
+    /// The shared CPUs (OS indexes).
+    pub cpus: CpuList,
 }
 
 /// A placed process, described for people and scripts.
@@ -816,16 +1112,105 @@ impl<'m> Placement<'m> {
     /// Logical indexes of the PUs bound to the process with this rank (empty without binding).
     pub fn bound_pus(&self, rank: usize) -> Vec<u32> {
         let p = self.processes[rank];
-        let view = &self.views[self.node_view[p.node as usize] as usize];
+        self.binding_pus(p.node, p.bind_start)
+    }
+
+    /// Logical indexes of the available PUs of the binding that starts at binding object
+    /// `start` on `node` (empty without binding).
+    fn binding_pus(&self, node: u32, start: u32) -> Vec<u32> {
+        let view = &self.views[self.node_view[node as usize] as usize];
         let (Some(b), Bind::Width { count, .. }) = (&view.bind, self.request.bind) else {
             return Vec::new();
         };
-        let m = self.nodes[p.node as usize];
+        let m = self.nodes[node as usize];
         let mut out = Vec::new();
-        for o in p.bind_start..p.bind_start + count {
-            let (s, e) = b.ranges[o as usize];
+        for o in start..start.saturating_add(count) {
+            let Some(&(s, e)) = b.ranges.get(o as usize) else {
+                break;
+            };
             out.extend((s..e).filter(|&q| m.pus()[q as usize].available));
         }
+        out
+    }
+
+    /// The CPUs that several processes' bindings share, node by node: each group of processes
+    /// with the same binding, then each run of PUs that different bindings share. Sorted by
+    /// node, then first rank. Empty without binding or when every binding is disjoint.
+    ///
+    /// A binding the user asked for may overlap another (`1s` while mapping by core, `2c` over
+    /// an odd number of cores); this is what the warning names. Cost: O(bound PUs of the
+    /// distinct bindings) plus O(processes).
+    pub fn overlaps(&self) -> Vec<Overlap> {
+        if self.request.bind == Bind::None {
+            return Vec::new();
+        }
+        // Distinct bindings, in order of their first process.
+        let mut index: HashMap<(u32, u32), usize> = HashMap::new();
+        let mut groups: Vec<((u32, u32), Vec<u32>)> = Vec::new();
+        for (r, p) in self.processes.iter().enumerate() {
+            let key = (p.node, p.bind_start);
+            let g = *index.entry(key).or_insert_with(|| {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(r as u32);
+        }
+        let os = |node: u32, pus: &[u32]| {
+            let m = self.nodes[node as usize];
+            CpuList::from_cpus(pus.iter().map(|&q| m.pus()[q as usize].os))
+        };
+        let mut out = Vec::new();
+        // Processes with the same binding.
+        for ((node, start), ranks) in &groups {
+            if ranks.len() > 1 {
+                out.push(Overlap {
+                    node: *node,
+                    ranks: ranks.clone(),
+                    cpus: os(*node, &self.binding_pus(*node, *start)),
+                });
+            }
+        }
+        // Different bindings that meet: per node, the bindings on each PU.
+        let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
+        for (g, ((node, _), _)) in groups.iter().enumerate() {
+            by_node[*node as usize].push(g);
+        }
+        for (node, gs) in by_node.iter().enumerate() {
+            if gs.len() < 2 {
+                continue;
+            }
+            let mut on_pu: Vec<Vec<usize>> = vec![Vec::new(); self.nodes[node].pus().len()];
+            for &g in gs {
+                let (_, start) = groups[g].0;
+                for q in self.binding_pus(node as u32, start) {
+                    on_pu[q as usize].push(g);
+                }
+            }
+            let mut q = 0;
+            while q < on_pu.len() {
+                if on_pu[q].len() < 2 {
+                    q += 1;
+                    continue;
+                }
+                let mut end = q + 1;
+                while end < on_pu.len() && on_pu[end] == on_pu[q] {
+                    end += 1;
+                }
+                let mut ranks: Vec<u32> = on_pu[q]
+                    .iter()
+                    .flat_map(|&g| groups[g].1.iter().copied())
+                    .collect();
+                ranks.sort_unstable();
+                let pus: Vec<u32> = (q as u32..end as u32).collect();
+                out.push(Overlap {
+                    node: node as u32,
+                    ranks,
+                    cpus: os(node as u32, &pus),
+                });
+                q = end;
+            }
+        }
+        out.sort_by(|a, b| (a.node, &a.ranks).cmp(&(b.node, &b.ranks)));
         out
     }
 
@@ -843,6 +1228,51 @@ impl<'m> Placement<'m> {
             bound_logical,
             cpus,
         }
+    }
+
+    /// The warning for bindings that share CPUs ([`Placement::overlaps`]) in a placement of
+    /// one pass, naming up to three groups; `None` when none do or the placement is
+    /// oversubscribed (sharing was asked for). `rank` turns a rank of this placement into the
+    /// number shown (the plugin shows global ranks).
+    pub fn overlap_warning(&self, rank: impl Fn(u32) -> u32) -> Option<String> {
+        if self.passes > 1 {
+            return None;
+        }
+        let overlaps = self.overlaps();
+        if overlaps.is_empty() {
+            return None;
+        }
+        let several_nodes = self.nodes.len() > 1;
+        let mut groups: Vec<String> = overlaps
+            .iter()
+            .take(3)
+            .map(|o| {
+                let ranks: Vec<String> = o.ranks.iter().map(|&r| rank(r).to_string()).collect();
+                let ranks = match ranks.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => {
+                        format!("{} and {last}", rest.join(", "))
+                    }
+                    _ => ranks.join(""),
+                };
+                let cpus = if o.cpus.len() == 1 { "CPU" } else { "CPUs" };
+                let node = if several_nodes {
+                    format!(" on node {}", o.node)
+                } else {
+                    String::new()
+                };
+                format!("ranks {ranks} share {cpus} {}{node}", o.cpus)
+            })
+            .collect();
+        if overlaps.len() > 3 {
+            groups.push(format!("{} more", overlaps.len() - 3));
+        }
+        Some(format!(
+            "warning: binding {bind} makes tasks share CPUs: {}. The binding was asked for, so \
+             the tasks run as placed; for CPUs of their own ask for a narrower binding or fewer \
+             tasks, or leave out the binding (the default never shares)",
+            groups.join("; "),
+            bind = self.request.bind,
+        ))
     }
 
     /// Ranks placed on `node`, ascending.
@@ -907,7 +1337,7 @@ impl<'m> Placement<'m> {
         let per_node: u64 = self.widths[..npos]
             .iter()
             .map(|&(l, w)| {
-                if Some(l) == level {
+                if Some(l) == level && !self.blocks {
                     u64::from(w.div_ceil(count))
                 } else {
                     u64::from(w)

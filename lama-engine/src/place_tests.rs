@@ -1,10 +1,11 @@
 //! Placement semantics: the paper's examples, the defects of Open MPI's LAMA we do not copy
 //! (SPEC §2.9), and property tests of the engine's invariants.
 
+use crate::hybrid::{binding_for_cpus, exact_binding, CpuUnit};
 use crate::level::{Level, ALL_LEVELS};
 use crate::spec::{Bind, Layout, Mppr, Order};
 use crate::topology::{Machine, MachineBuilder};
-use crate::{place, CpuList, PlaceError, Placement, Request};
+use crate::{place, place_cpus_per_task, CpuList, PlaceError, Placement, Request};
 use proptest::prelude::*;
 
 fn synth(s: &str) -> Machine {
@@ -15,6 +16,10 @@ fn request(layout: &str, bind: &str, np: u32) -> Request {
     let mut r = Request::new(Layout::parse(layout).unwrap(), np);
     r.bind = Bind::parse(bind).unwrap();
     r
+}
+
+fn cpus_of(p: &Placement<'_>) -> Vec<String> {
+    cpus(p)
 }
 
 /// `(node, mapped PU logical index)` per rank.
@@ -198,13 +203,21 @@ fn defect_mppr_counts_each_process_once_per_object() {
 
 #[test]
 fn defect_default_mppr_is_none() {
-    // No hidden `1:c`: both hardware threads of a core are used in the first pass.
+    // No hidden `1:c`: with hardware-thread bindings both threads of a core are used in the
+    // first pass.
     let m = synth("pack:1 core:2 pu:2");
-    let req = request("csbnh", "1c", 4);
+    let req = request("csbnh", "1h", 4);
     assert!(req.mppr.is_empty());
     let p = place(&[&m], &req).unwrap();
     assert_eq!(p.passes(), 1);
-    assert_eq!(cpus(&p), ["0-1", "2-3", "0-1", "2-3"]);
+    assert_eq!(cpus(&p), ["0", "2", "1", "3"]);
+    // A core binding holds one process per core (Open MPI's overload rule), not an MPPR: the
+    // second thread of a core is not a free position for a second `1c` process.
+    let e = place(&[&m], &request("csbnh", "1c", 4)).unwrap_err();
+    assert!(
+        matches!(e, PlaceError::Oversubscribed { placed: 2, .. }),
+        "{e}"
+    );
 }
 
 #[test]
@@ -223,7 +236,26 @@ fn mppr_limits_hold_in_the_first_pass_only() {
     req.oversubscribe = true;
     let p = place(&[&m], &req).unwrap();
     assert_eq!(p.passes(), 2);
-    assert_eq!(cpus(&p), ["0", "2", "0", "1"]);
+    // The second pass ignores the limit but still takes the free hardware threads (1 and 3)
+    // before sharing one that is bound already.
+    assert_eq!(cpus(&p), ["0", "2", "1", "3"]);
+}
+
+#[test]
+fn mppr_second_pass_fills_free_cores_before_sharing() {
+    // One process per socket in the first pass; the oversubscribed pass ignores the limit but
+    // must not put rank 2 on core 0 (rank 0's) while cores 1-3 are idle.
+    let m = synth("pack:2 core:4 pu:1");
+    let mut req = request("csbnh", "1c", 4);
+    req.mppr = Mppr::parse("1:s").unwrap();
+    req.oversubscribe = true;
+    let p = place(&[&m], &req).unwrap();
+    assert_eq!(cpus(&p), ["0", "4", "1", "2"]);
+    assert_eq!(p.passes(), 2);
+    // Only when every core is bound do processes share one.
+    req.np = 9;
+    let p = place(&[&m], &req).unwrap();
+    assert_eq!(cpus(&p), ["0", "4", "1", "2", "3", "5", "6", "7", "0"]);
 }
 
 #[test]
@@ -479,10 +511,17 @@ fn bindings_for_cpus_per_task_stay_inside_where_possible() {
     req.np = 3;
     let crossing = place(&[&m], &req).unwrap();
     assert_eq!(crossing.info(2).cpus.to_string(), "2-3");
-    // Three processes do not fit inside the sockets: placed as without the preference.
+    // Three processes do not fit inside the sockets, and crossing would make ranks 1 and 2
+    // share core 3: the -c default binding never shares, so `place` refuses ...
     req.bind_within = true;
-    let p = place(&[&m], &req).unwrap();
-    assert_eq!(p.processes(), crossing.processes());
+    let e = place(&[&m], &req).unwrap_err();
+    assert!(
+        matches!(e, PlaceError::Oversubscribed { placed: 2, .. }),
+        "{e}"
+    );
+    // ... and the -c placement binds each task to exactly its two CPUs instead.
+    let p = place_cpus_per_task(&[&m], &req, exact_binding(&m, 2, CpuUnit::Thread)).unwrap();
+    assert_eq!(cpus_of(&p), ["0-1", "2-3", "4-5"]);
     // A binding wider than any enclosing object crosses as before.
     let mut req = request("scbnh", "4c", 1);
     req.bind_within = true;
@@ -539,4 +578,237 @@ fn exact_slurm_distributions() {
     // Second pass: node 0 again, then node 1: [0,1,0,0,0,1] is no plane of counts 4,2.
     assert_eq!(nodes, [0, 1, 0, 0, 0, 1]);
     assert_eq!(p.slurm_distribution_exact(), None);
+}
+
+// Tasks never share CPUs unless the user asked for it (the review finding on `-c`).
+
+/// A request as the plugin makes it for `-c cpus` without a binding: the widened default
+/// binding, kept inside enclosing objects where possible.
+fn cpus_per_task_request(m: &Machine, layout: &str, np: u32, cpus: u32, unit: CpuUnit) -> Request {
+    let mut r = Request::new(Layout::parse(layout).unwrap(), np);
+    r.bind = binding_for_cpus(m, cpus, unit);
+    r.bind_within = true;
+    r
+}
+
+/// Whether two processes on the same node have a bound PU in common.
+fn shared_pus(p: &Placement<'_>) -> Vec<(usize, usize, u32)> {
+    let mut out = Vec::new();
+    for a in 0..p.len() {
+        for b in a + 1..p.len() {
+            let (x, y) = (p.info(a), p.info(b));
+            if x.node != y.node {
+                continue;
+            }
+            if let Some(&q) = x.bound_logical.iter().find(|q| y.bound_logical.contains(q)) {
+                out.push((a, b, q));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn cpus_per_task_of_whole_cores_never_share_cpus() {
+    // `lama map -t "pack:2 core:6 pu:2" -n 3 -c 8 -m scbnh`: 24 hardware threads hold three
+    // tasks of 8. The widened binding 4c fits twice (cores 0-3, cores 6-9); a third task must
+    // not be bound to cores 0-3 again while cores 4-5 and 10-11 stay idle.
+    let m = synth("pack:2 core:6 pu:2");
+    let req = cpus_per_task_request(&m, "scbnh", 3, 8, CpuUnit::Thread);
+    assert_eq!(req.bind.to_string(), "4c");
+    let p = place_cpus_per_task(&[&m], &req, exact_binding(&m, 8, CpuUnit::Thread)).unwrap();
+    assert_eq!(cpus(&p), ["0-7", "8-15", "16-23"]);
+    assert_eq!(p.passes(), 1);
+    assert_eq!(p.request().bind.to_string(), "8h");
+}
+
+#[test]
+fn cpus_per_task_not_a_multiple_of_the_threads_per_core() {
+    // `srun -n4 -c3 --lama-map=csbnh` on 12 CPUs of 2 threads per core: 2c per task does not
+    // fit four times; each task gets exactly its 3 threads, consecutive, none shared.
+    let m = synth("pack:1 core:6 pu:2");
+    let req = cpus_per_task_request(&m, "csbnh", 4, 3, CpuUnit::Thread);
+    assert_eq!(req.bind.to_string(), "2c");
+    let p = place_cpus_per_task(&[&m], &req, exact_binding(&m, 3, CpuUnit::Thread)).unwrap();
+    assert_eq!(cpus(&p), ["0-2", "3-5", "6-8", "9-11"]);
+    // Each task is mapped to the first position of the layout inside its CPUs.
+    assert_eq!(
+        p.processes().iter().map(|x| x.pu).collect::<Vec<_>>(),
+        [0, 4, 6, 10]
+    );
+    // Three tasks fit the widened binding: it is kept.
+    let req = cpus_per_task_request(&m, "csbnh", 3, 3, CpuUnit::Thread);
+    let p = place_cpus_per_task(&[&m], &req, exact_binding(&m, 3, CpuUnit::Thread)).unwrap();
+    assert_eq!(cpus(&p), ["0-3", "4-7", "8-11"]);
+    // Five do not fit at all: refused, not shared.
+    let req = cpus_per_task_request(&m, "csbnh", 5, 3, CpuUnit::Thread);
+    let e = place_cpus_per_task(&[&m], &req, exact_binding(&m, 3, CpuUnit::Thread)).unwrap_err();
+    assert!(matches!(e, PlaceError::Oversubscribed { .. }), "{e}");
+}
+
+#[test]
+fn the_widened_binding_alone_never_shares() {
+    // `place` with the -c default binding (bind_within): no fallback, but no sharing either.
+    let m = synth("pack:1 core:6 pu:2");
+    let req = cpus_per_task_request(&m, "csbnh", 4, 3, CpuUnit::Thread);
+    let e = place(&[&m], &req).unwrap_err();
+    assert!(
+        matches!(e, PlaceError::Oversubscribed { placed: 3, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn more_core_bindings_than_cores_is_oversubscription() {
+    // 40 ranks bound to one core each on 36 cores of 2 threads: the second threads are not
+    // free positions for another core binding.
+    let m = synth("pack:2 core:18 pu:2");
+    let mut req = request("csbnh", "1c", 40);
+    let e = place(&[&m], &req).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            PlaceError::Oversubscribed {
+                placed: 36,
+                requested: 40,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.starts_with("placed 36 of 40 processes: oversubscribed;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("would put more processes on one 1c binding than the binding has cores"),
+        "{text}"
+    );
+    // With oversubscription the extra ranks share cores 0-3, on their second threads.
+    req.oversubscribe = true;
+    let p = place(&[&m], &req).unwrap();
+    assert_eq!(p.passes(), 2);
+    assert_eq!(cpus(&p)[36..], ["0-1", "2-3", "4-5", "6-7"]);
+    assert_eq!(
+        p.processes()[36..].iter().map(|x| x.pu).collect::<Vec<_>>(),
+        [1, 3, 5, 7]
+    );
+}
+
+#[test]
+fn explicit_bindings_may_overlap_and_say_so() {
+    // `2c` over three cores per socket: rank 2's binding takes core 3, which rank 1 has too.
+    let m = synth("pack:2 core:3 pu:1");
+    let p = place(&[&m], &request("cnsbh", "2c", 3)).unwrap();
+    assert_eq!(cpus(&p), ["0-1", "2-3", "3-4"]);
+    let o = p.overlaps();
+    assert_eq!(o.len(), 1);
+    assert_eq!((o[0].node, o[0].ranks.clone()), (0, vec![1, 2]));
+    assert_eq!(o[0].cpus.to_string(), "3");
+    assert_eq!(
+        p.overlap_warning(|r| r + 10).unwrap(),
+        "warning: binding 2c makes tasks share CPUs: ranks 11 and 12 share CPU 3. The binding \
+         was asked for, so the tasks run as placed; for CPUs of their own ask for a narrower \
+         binding or fewer tasks, or leave out the binding (the default never shares)"
+    );
+    // Map by core, bind to the socket: three processes share each socket's three cores.
+    let p = place(&[&m], &request("csbnh", "1s", 6)).unwrap();
+    assert_eq!(cpus(&p), ["0-2", "0-2", "0-2", "3-5", "3-5", "3-5"]);
+    let o = p.overlaps();
+    assert_eq!(o.len(), 2);
+    assert_eq!(
+        (o[0].ranks.clone(), o[0].cpus.to_string()),
+        (vec![0, 1, 2], "0-2".into())
+    );
+    assert_eq!(
+        (o[1].ranks.clone(), o[1].cpus.to_string()),
+        (vec![3, 4, 5], "3-5".into())
+    );
+    // A seventh would make four processes on a socket of three cores: an overload.
+    let e = place(&[&m], &request("csbnh", "1s", 7)).unwrap_err();
+    assert!(
+        matches!(e, PlaceError::Oversubscribed { placed: 6, .. }),
+        "{e}"
+    );
+    // Disjoint bindings report nothing.
+    assert!(place(&[&m], &request("csbnh", "1c", 6))
+        .unwrap()
+        .overlaps()
+        .is_empty());
+}
+
+fn unit() -> impl Strategy<Value = CpuUnit> {
+    prop_oneof![Just(CpuUnit::Thread), Just(CpuUnit::Core)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// With the default binding for `-c` (widened, or the exact fallback), tasks never share a
+    /// CPU unless the job is oversubscribed.
+    #[test]
+    fn cpus_per_task_bindings_never_overlap(
+        a in restricted_machine(),
+        two_nodes in proptest::bool::ANY,
+        layout in layout(),
+        mppr in mppr(),
+        cpus_per_task in 1u32..7,
+        unit in unit(),
+        oversubscribe in proptest::bool::ANY,
+        np in 0u32..30,
+    ) {
+        let nodes: Vec<&Machine> = if two_nodes { vec![&a, &a] } else { vec![&a] };
+        let mut req = Request::new(layout, np);
+        req.bind = binding_for_cpus(&a, cpus_per_task, unit);
+        req.bind_within = true;
+        req.mppr = mppr;
+        req.oversubscribe = oversubscribe;
+        let exact = exact_binding(&a, cpus_per_task, unit);
+        for result in [place(&nodes, &req), place_cpus_per_task(&nodes, &req, exact)] {
+            let Ok(p) = result else { continue };
+            prop_assert_eq!(p.len(), np as usize);
+            if p.passes() <= 1 {
+                prop_assert_eq!(shared_pus(&p), vec![]);
+                prop_assert!(p.overlaps().is_empty());
+            } else {
+                prop_assert!(oversubscribe);
+            }
+        }
+    }
+
+    /// A binding the user asked for may overlap others, but no more processes share one
+    /// binding than it has cores (hardware threads where there are no cores), within a pass.
+    #[test]
+    fn explicit_bindings_are_not_overloaded(
+        a in restricted_machine(),
+        layout in layout(),
+        bind in bind(),
+        np in 0u32..40,
+    ) {
+        let mut req = Request::new(layout, np);
+        req.bind = bind;
+        let Ok(p) = place(&[&a], &req) else { return Ok(()) };
+        prop_assert_eq!(p.passes() <= 1, true);
+        let mut groups: std::collections::HashMap<Vec<u32>, u32> = Default::default();
+        for r in 0..p.len() {
+            *groups.entry(p.info(r).bound_logical).or_default() += 1;
+        }
+        for (pus, users) in groups {
+            if pus.is_empty() {
+                continue;
+            }
+            let cores = a.objects(Level::Core);
+            let mut touched: Vec<i64> = pus
+                .iter()
+                .map(|&q| match cores.iter().position(|c| c.pus.contains(&q)) {
+                    Some(c) => c as i64,
+                    None => -1 - i64::from(q),
+                })
+                .collect();
+            touched.sort_unstable();
+            touched.dedup();
+            prop_assert!(users as usize <= touched.len(), "{} processes on {:?}", users, pus);
+        }
+    }
 }

@@ -133,12 +133,15 @@ impl Default for StepCpus {
 
 /// The binding for this node: the one asked for, else (with `-c N`, N > 1) the narrowest that
 /// covers N CPUs, kept inside the enclosing object where possible, else `1c`. The flag says
-/// whether bindings should stay inside their enclosing object.
+/// whether the binding is the default (not asked for): such bindings stay inside their
+/// enclosing object where possible and never make two tasks share a CPU; when they cannot,
+/// [`place_local`] binds each task to exactly the `-c` CPUs Slurm counted
+/// (`lama_engine::place_cpus_per_task`).
 pub fn effective_bind(machine: &Machine, plan: &Plan, cpus: StepCpus) -> (Bind, bool) {
     match plan.bind {
         Some(b) => (b, false),
         None if cpus.per_task > 1 => (binding_for_cpus(machine, cpus.per_task, cpus.unit), true),
-        None => (Bind::default(), false),
+        None => (Bind::default(), true),
     }
 }
 
@@ -284,17 +287,26 @@ pub fn place_local(
     overcommit: bool,
     cpus: StepCpus,
 ) -> Result<LocalPlacement, PlaceError> {
-    let (bind, bind_within) = effective_bind(machine, plan, cpus);
+    let (widened, bind_within) = effective_bind(machine, plan, cpus);
     let req = Request {
         layout: plan.layout.clone(),
-        bind,
+        bind: widened,
         mppr: plan.mppr.clone(),
         order: plan.order,
         oversubscribe: overcommit,
         np: globals.len() as u32,
         bind_within,
     };
-    let placement = place(&[machine], &req)?;
+    // The default binding never makes tasks share CPUs: when the widened one cannot, each
+    // task gets exactly its -c CPUs. A binding that was asked for may overlap (warned below).
+    let per_task = cpus.per_task.max(1);
+    let placement = if bind_within {
+        let exact = lama_engine::exact_binding(machine, per_task, cpus.unit);
+        lama_engine::place_cpus_per_task(&[machine], &req, exact)?
+    } else {
+        place(&[machine], &req)?
+    };
+    let bind = placement.request().bind;
     let mut by_rank: Vec<usize> = (0..globals.len()).collect();
     by_rank.sort_by_key(|&i| globals[i]);
     let mut out: Vec<Option<TaskPlacement>> = vec![None; globals.len()];
@@ -334,6 +346,25 @@ pub fn place_local(
         }
         _ => None,
     };
+    // What the user sees once per step: the narrower binding, the fallback to exact CPUs, and
+    // bindings that were asked for and share CPUs (named by global rank).
+    let fallback = if bind_within {
+        lama_engine::exact_fallback_note(widened, bind, globals.len(), per_task, cpus.unit)
+    } else {
+        None
+    };
+    let overlap = placement.overlap_warning(|k| {
+        by_rank
+            .get(k as usize)
+            .and_then(|&local| globals.get(local))
+            .copied()
+            .unwrap_or(k)
+    });
+    let notes: Vec<String> = [narrower, fallback, overlap]
+        .into_iter()
+        .flatten()
+        .collect();
+    let narrower = (!notes.is_empty()).then(|| notes.join("; "));
     Ok(LocalPlacement {
         bind,
         tasks: out.into_iter().flatten().collect(),
@@ -927,6 +958,60 @@ mod tests {
         let local = place_local(&smt, &plan, &[0], false, StepCpus::default()).unwrap();
         assert_eq!(local.bind.to_string(), "1c");
         assert_eq!(local.tasks[0].omp_places, "{0,1}");
+    }
+
+    #[test]
+    fn the_default_binding_never_makes_tasks_share_cpus() {
+        let plan = resolve(&user(Some("csbnh"), None), &SiteConfig::default())
+            .unwrap()
+            .unwrap();
+        // srun -n4 -c3 on 12 CPUs of 2 threads per core: 2c four times does not fit; each
+        // task gets exactly its 3 threads.
+        let m = Machine::synthetic("pack:1 core:6 pu:2").unwrap();
+        let local = place_local(&m, &plan, &[0, 1, 2, 3], false, cpt(3, CpuUnit::Thread)).unwrap();
+        assert_eq!(local.bind.to_string(), "3h");
+        let cpus: Vec<String> = local.tasks.iter().map(|t| t.cpus.to_string()).collect();
+        assert_eq!(cpus, ["0-2", "3-5", "6-8", "9-11"]);
+        let note = local.narrower.unwrap();
+        assert!(
+            note.starts_with("note: the default binding 2c cannot give 4 task(s)"),
+            "{note}"
+        );
+        // Without -c: two tasks on one core of two threads get a thread each, not the core
+        // twice.
+        let node2 = Machine::synthetic("pack:1 core:1 pu:2").unwrap();
+        let local = place_local(&node2, &plan, &[4, 5], false, StepCpus::default()).unwrap();
+        assert_eq!(local.bind.to_string(), "1h");
+        let cpus: Vec<String> = local.tasks.iter().map(|t| t.cpus.to_string()).collect();
+        assert_eq!(cpus, ["0", "1"]);
+        // A binding that was asked for: two tasks on one core is an overload, refused unless
+        // --overcommit.
+        let asked = resolve(&user(Some("csbnh"), Some("1c")), &SiteConfig::default())
+            .unwrap()
+            .unwrap();
+        let e = place_local(&node2, &asked, &[4, 5], false, StepCpus::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("placed 1 of 2 processes: oversubscribed"),
+            "{e}"
+        );
+        let local = place_local(&node2, &asked, &[4, 5], true, StepCpus::default()).unwrap();
+        let cpus: Vec<String> = local.tasks.iter().map(|t| t.cpus.to_string()).collect();
+        assert_eq!(cpus, ["0-1", "0-1"]);
+        // An asked-for binding wider than the mapping shares CPUs with a warning naming the
+        // global ranks.
+        let wide = resolve(&user(Some("cnsbh"), Some("2c")), &SiteConfig::default())
+            .unwrap()
+            .unwrap();
+        let odd = Machine::synthetic("pack:2 core:3 pu:1").unwrap();
+        let local = place_local(&odd, &wide, &[12, 10, 11], false, StepCpus::default()).unwrap();
+        let warning = local.narrower.unwrap();
+        assert!(
+            warning.starts_with(
+                "warning: binding 2c makes tasks share CPUs: ranks 11 and 12 share CPU 3."
+            ),
+            "{warning}"
+        );
     }
 
     #[test]

@@ -5,9 +5,9 @@
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use lama_engine::{
-    binding_for_cpus, cpus_covered, exact_binding, exact_fallback_note, narrower_warning,
-    numa_nodes, place, place_cpus_per_task, render, Bind, CpuList, CpuUnit, Layout, Machine,
-    Membind, Mppr, Order, PlaceError, Placement, Request, MAP_ALIASES,
+    binding_for_cpus, cpus_covered, exact_binding, numa_nodes, place, place_cpus_per_task, render,
+    Bind, CpuList, CpuUnit, Layout, Machine, Membind, Mppr, Order, PlaceError, Placement, Request,
+    MAP_ALIASES,
 };
 use lama_hwloc::Source;
 use std::io::Write;
@@ -71,10 +71,10 @@ enum Command {
 const PLUGIN_PATH: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so";
 
 /// What `lama --version` says about the plugin at `path`: the Slurm release it was built for,
-/// read from the text the plugin carries ([`lama_engine::built_for`]).
+/// read from the text the plugin carries ([`lama_slurm::built_for`]).
 fn plugin_version(path: &str) -> String {
     match std::fs::read(path) {
-        Ok(bytes) => match lama_engine::built_for::find(&bytes) {
+        Ok(bytes) => match lama_slurm::built_for::find(&bytes) {
             Some(release) => format!("plugin: {path}, built for Slurm {release}"),
             None => format!("plugin: {path} is not a spank-lama plugin"),
         },
@@ -372,11 +372,20 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     };
     let placement = placed.map_err(|e| match e {
         PlaceError::TooLarge { .. } => Failure::Usage(e.to_string()),
+        PlaceError::Oversubscribed { .. } => {
+            Failure::Place(format!("{e} (to oversubscribe: lama map --oversubscribe)"))
+        }
         other => Failure::Place(other.to_string()),
     })?;
     let used = placement.request().bind;
     let fallback = if bind_within {
-        exact_fallback_note(bind, used, placement.len(), args.cpus_per_task.max(1), unit)
+        lama_slurm::cpus_per_task::exact_fallback_note(
+            bind,
+            used,
+            placement.len(),
+            args.cpus_per_task.max(1),
+            unit,
+        )
     } else {
         None
     };
@@ -391,7 +400,13 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             })
             .min();
         if let Some(n) = narrowest {
-            if let Some(w) = narrower_warning(nodes[0], bind, n, args.cpus_per_task, unit) {
+            if let Some(w) = lama_slurm::cpus_per_task::narrower_warning(
+                nodes[0],
+                bind,
+                n,
+                args.cpus_per_task,
+                unit,
+            ) {
                 eprintln!("lama: {w}");
             }
         }
@@ -424,7 +439,10 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 unit.name()
             );
         }
-        text += &render::placement_text(&placement);
+        let notes: Vec<String> = lama_slurm::distribution::node_assignment(&placement)
+            .into_iter()
+            .collect();
+        text += &render::placement_text(&placement, &notes);
         if membind != Membind::None {
             text += &format!("\nmemory binding {membind} (NUMA nodes, OS indexes):\n");
             for r in 0..placement.len() {
@@ -510,7 +528,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let so = dir.path().join("spank_lama.so");
         let mut file = b"\x7fELF\0junk ".to_vec();
-        file.extend_from_slice(&lama_engine::built_for::encode(0x1a0505));
+        file.extend_from_slice(&lama_slurm::built_for::encode(0x1a0505));
         file.extend_from_slice(b"\0more");
         std::fs::write(&so, file).unwrap();
         let path = so.to_str().unwrap();
@@ -539,7 +557,7 @@ mod tests {
             );
             for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
                 if let Some(long) = arg.get_long() {
-                    let tag = lama_engine::roff::escape(&format!("--{long}"));
+                    let tag = lama_man::escape(&format!("--{long}"));
                     assert!(page.contains(&tag), "{} --{long}", sub.get_name());
                 }
             }

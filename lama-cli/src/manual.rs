@@ -2,7 +2,7 @@
 //! name, default and choice, with the help text `lama ... --help` prints) and from the exit
 //! statuses, JSON contract and examples that the help also shows. `lama manpage` prints it.
 
-use lama_engine::roff::Page;
+use lama_man::Page;
 
 /// Exit statuses (also in `lama --help`).
 pub const EXIT_STATUS: [(&str, &str); 3] = [

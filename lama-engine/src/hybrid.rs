@@ -1,40 +1,25 @@
-//! Hybrid MPI+OpenMP jobs: Slurm's CPUs per task (`-c N`) as a binding, and the NUMA nodes a
-//! binding touches (for memory binding).
+//! Hybrid MPI+OpenMP jobs: N CPUs per process as a binding, and the NUMA nodes a binding
+//! touches (for memory binding).
 //!
-//! Slurm counts a node's CPUs either as hardware threads or as cores: when `CPUs=` in
-//! `slurm.conf` equals sockets × cores × threads, a CPU is a hardware thread; when it equals
-//! sockets × cores on a node with several threads per core, a CPU is a whole core. `-c N` asks
-//! for N of those per task, so the binding that honours it depends on the unit.
+//! A "CPU" is counted either as a hardware thread or as a whole core ([`CpuUnit`]); the
+//! binding that gives a process N of them depends on which. (Which one a resource manager
+//! means is its own business: see `lama-slurm` for Slurm's.)
 
 use crate::cpulist::CpuList;
 use crate::level::Level;
 use crate::spec::Bind;
 use crate::topology::Machine;
 
-/// What Slurm counts as one CPU on a node.
+/// What one CPU counts as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CpuUnit {
-    /// A hardware thread (`CPUs=` counts threads; the usual case).
+    /// A hardware thread (the usual case).
     Thread,
-    /// A whole core (`CPUs=` counts cores on a node with several threads per core).
+    /// A whole core, with all its hardware threads.
     Core,
 }
 
 impl CpuUnit {
-    /// Decides the unit from what Slurm gave the job on a node: `slurm_cpus` CPUs (Slurm's
-    /// count) covering `job_pus` hardware threads, on a machine with `threads_per_core` threads
-    /// per core. Slurm counts cores when every allocated CPU brought a whole core's threads.
-    pub fn detect(slurm_cpus: u32, job_pus: u32, threads_per_core: u32) -> CpuUnit {
-        if threads_per_core > 1
-            && slurm_cpus > 0
-            && u64::from(job_pus) >= u64::from(slurm_cpus) * u64::from(threads_per_core)
-        {
-            CpuUnit::Core
-        } else {
-            CpuUnit::Thread
-        }
-    }
-
     /// `thread` or `core`.
     pub fn name(self) -> &'static str {
         match self {
@@ -85,7 +70,7 @@ pub fn binding_for_cpus(m: &Machine, cpus: u32, unit: CpuUnit) -> Bind {
 /// The binding of exactly `cpus` CPUs of `unit`, without widening: `Nh` for hardware threads
 /// (and on a machine without cores), `Nc` for cores. [`crate::place::place_cpus_per_task`]
 /// falls back to it when the widened [`binding_for_cpus`] does not fit the step without two
-/// tasks sharing a CPU.
+/// processes sharing a CPU.
 pub fn exact_binding(m: &Machine, cpus: u32, unit: CpuUnit) -> Bind {
     let count = cpus.max(1);
     let level = if unit == CpuUnit::Core && !m.objects(Level::Core).is_empty() {
@@ -94,26 +79,6 @@ pub fn exact_binding(m: &Machine, cpus: u32, unit: CpuUnit) -> Bind {
         Level::Hwthread
     };
     Bind::Width { count, level }
-}
-
-/// The note for a placement with the default binding ([`crate::place::place_cpus_per_task`])
-/// that fell back from the widened binding to the exact one; `None` when the widened binding
-/// was kept.
-pub fn exact_fallback_note(
-    widened: Bind,
-    used: Bind,
-    tasks: usize,
-    cpus: u32,
-    unit: CpuUnit,
-) -> Option<String> {
-    (used != widened).then(|| {
-        format!(
-            "note: the default binding {widened} cannot give {tasks} task(s) CPUs of their own \
-             here; each task is bound to exactly the {cpus} CPU(s) Slurm counts for it ({unit}s, \
-             -c {cpus}) instead: binding {used}, consecutive CPUs, none shared",
-            unit = unit.name(),
-        )
-    })
 }
 
 /// How many CPUs of `unit` a binding covers: its hardware threads, or the cores it touches.
@@ -138,27 +103,6 @@ pub fn cpus_covered(m: &Machine, bound_logical: &[u32], unit: CpuUnit) -> u32 {
     }
 }
 
-/// The warning for a binding that was asked for but gives some process only `narrowest` CPUs
-/// of `unit` while Slurm's `-c` gave each `cpus`; `None` when it is wide enough.
-pub fn narrower_warning(
-    m: &Machine,
-    bind: Bind,
-    narrowest: u32,
-    cpus: u32,
-    unit: CpuUnit,
-) -> Option<String> {
-    (bind != Bind::None && narrowest < cpus).then(|| {
-        format!(
-            "warning: binding {bind} gives a task {narrowest} CPU(s) ({unit}s, as Slurm counts \
-             them here) but -c/--cpus-per-task asks for {cpus}; the tasks run bound as asked. \
-             Leave out the binding (--lama-bind, the site's bind=) to get one of {cpus} CPUs, or \
-             ask for a wider one such as {wider}",
-            unit = unit.name(),
-            wider = binding_for_cpus(m, cpus, unit),
-        )
-    })
-}
-
 /// The OS indexes of the NUMA nodes whose PUs meet the binding (logical PU indexes). Empty
 /// when the machine describes no NUMA node with an OS index.
 pub fn numa_nodes(m: &Machine, bound_logical: &[u32]) -> CpuList {
@@ -176,20 +120,6 @@ mod tests {
 
     fn m(desc: &str) -> Machine {
         Machine::synthetic(desc).unwrap()
-    }
-
-    #[test]
-    fn the_unit_follows_what_slurm_allocated() {
-        // node2 of the test cluster: CPUs=2, one core of two threads; -c2 gets both threads.
-        assert_eq!(CpuUnit::detect(2, 2, 2), CpuUnit::Thread);
-        // CR_CPU, one thread of a core.
-        assert_eq!(CpuUnit::detect(1, 1, 2), CpuUnit::Thread);
-        // CPUs= counts cores: one CPU brings the core's two threads.
-        assert_eq!(CpuUnit::detect(1, 2, 2), CpuUnit::Core);
-        assert_eq!(CpuUnit::detect(4, 8, 2), CpuUnit::Core);
-        // One thread per core: both units are the same.
-        assert_eq!(CpuUnit::detect(2, 2, 1), CpuUnit::Thread);
-        assert_eq!(CpuUnit::detect(0, 4, 2), CpuUnit::Thread);
     }
 
     #[test]

@@ -29,7 +29,6 @@
 //! (`lama-hwloc`) or from [`Machine::synthetic`].
 #![deny(missing_docs)]
 
-pub mod built_for;
 pub mod cpulist;
 pub mod diag;
 pub mod hybrid;
@@ -37,7 +36,6 @@ pub mod level;
 pub mod place;
 pub mod planfile;
 pub mod render;
-pub mod roff;
 pub mod spec;
 pub mod topology;
 
@@ -47,8 +45,7 @@ mod place_tests;
 pub use cpulist::{CpuList, CpuListError};
 pub use diag::{Diagnostic, Subject, MAX_INPUT_LEN};
 pub use hybrid::{
-    binding_for_cpus, cpus_covered, exact_binding, exact_fallback_note, narrower_warning,
-    numa_nodes, threads_per_core, CpuUnit,
+    binding_for_cpus, cpus_covered, exact_binding, numa_nodes, threads_per_core, CpuUnit,
 };
 pub use level::Level;
 pub use place::{

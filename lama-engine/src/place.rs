@@ -22,10 +22,10 @@
 //! MPI, where a binding shared by more processes than it has CPUs is an *overload*, allowed
 //! only with `overload-allowed`, two processes share CPUs only as far as the user asked:
 //! - **The default binding** (`Request::bind_within`: the built-in `1c`, or the binding widened
-//!   to cover Slurm's `-c`): no CPU is in two bindings within a pass. A position whose binding
-//!   meets one already placed is skipped. When that leaves too few positions,
-//!   [`place_cpus_per_task`] binds each task to exactly the CPUs Slurm counted for it (`-c 3`
-//!   on cores of two threads: `3h`, consecutive, disjoint) instead of refusing a step Slurm
+//!   to cover N CPUs per process): no CPU is in two bindings within a pass. A position whose
+//!   binding meets one already placed is skipped. When that leaves too few positions,
+//!   [`place_cpus_per_task`] binds each process to exactly the N CPUs it was given (3 CPUs on
+//!   cores of two threads: `3h`, consecutive, disjoint) instead of refusing CPUs that were
 //!   allocated; when even that does not fit, the job is oversubscribed.
 //! - **A binding the user asked for** (`--lama-bind`, `lama map --bind`, the site's `bind=`):
 //!   it may overlap others, as its width asks (`1s` while mapping by core, `2c` over an odd
@@ -67,13 +67,13 @@ pub struct Request {
     pub oversubscribe: bool,
     /// How many processes to place.
     pub np: u32,
-    /// The binding is the default (the built-in `1c`, or the one widened for Slurm's `-c`), not
+    /// The binding is the default (the built-in `1c`, or the one widened for N CPUs per process), not
     /// one the user asked for. Such bindings never share a CPU within a pass (see the module's
     /// section on sharing). They are also kept inside the smallest object (core, cache, NUMA
     /// node, die, package) of their mapped PU that can hold the whole binding, skipping
     /// positions whose binding would cross it; when that leaves too few positions for `np`
     /// processes in one pass, they are placed as without it (bindings may cross, as SPEC §2.4
-    /// describes). Used for Slurm's `-c`, with [`place_cpus_per_task`].
+    /// describes). Used for N CPUs per process, with [`place_cpus_per_task`].
     pub bind_within: bool,
 }
 
@@ -102,9 +102,8 @@ pub enum PlaceError {
     /// One pass did not place every process and oversubscription is not allowed.
     #[error(
         "placed {placed} of {requested} processes: oversubscribed; layout {layout} with binding \
-         {bind}{mppr} offers {placed} positions on {nodes} node(s){why}; allow oversubscription \
-         (srun --overcommit, lama map --oversubscribe), ask for fewer processes, or use a \
-         smaller binding width or looser MPPR limits",
+         {bind}{mppr} offers {placed} positions on {nodes} node(s){why}; allow oversubscription, \
+         ask for fewer processes, or use a smaller binding width or looser MPPR limits",
         mppr = if mppr.is_empty() { String::new() } else { format!(" and MPPR {mppr}") },
         why = match (*shared, *exclusive) {
             (0, _) => String::new(),
@@ -588,20 +587,20 @@ pub struct Placement<'m> {
 /// Several entries of `nodes` may be the same machine (by reference): it is analysed once.
 ///
 /// Within a pass, bindings share CPUs only as the binding asks (see the module's section on
-/// sharing): with `req.bind_within` (the default binding for Slurm's `-c`) never; otherwise
+/// sharing): with `req.bind_within` (the default binding) never; otherwise
 /// no binding is shared by more processes than it has cores.
 pub fn place<'m>(nodes: &[&'m Machine], req: &Request) -> Result<Placement<'m>, PlaceError> {
     place_mode(nodes, req, false)
 }
 
-/// Places a step whose binding is the default for Slurm's `-c` (`req.bind` from
+/// Places processes of N CPUs each with the default binding (`req.bind` from
 /// [`crate::hybrid::binding_for_cpus`], usually widened to whole cores), where tasks never
 /// share a CPU unless the job is oversubscribed.
 ///
 /// The widened binding is tried first (as [`place`] with `bind_within`). When it cannot hold
-/// every task in one pass without two tasks sharing a CPU (`-c 3` on cores of 2 threads: 2
+/// every task in one pass without two tasks sharing a CPU (3 CPUs on cores of 2 threads: 2
 /// cores for each of 4 tasks on 6 cores), each task is bound to exactly `exact`, the CPUs
-/// Slurm counted ([`crate::hybrid::exact_binding`], e.g. `3h`): the node's available objects
+/// each process was given ([`crate::hybrid::exact_binding`], e.g. `3h`): the node's available objects
 /// of that level are cut into consecutive blocks of that many (kept inside packages, caches or
 /// NUMA nodes where that still fits, as `bind_within` does), and the layout's positions are
 /// visited as usual, each block going to the first position that falls in it (the task's
@@ -1291,50 +1290,16 @@ impl<'m> Placement<'m> {
         counts
     }
 
-    /// The Slurm `-m/--distribution` that puts every rank on the node this placement puts it
-    /// on, given the same number of tasks per node ([`Placement::tasks_per_node`]): `cyclic`,
-    /// `block` or `plane=P`, whichever matches first. `None` when no distribution does: then
-    /// only `-m arbitrary` with a `SLURM_HOSTFILE` (one node name per rank) reproduces it.
-    pub fn slurm_distribution_exact(&self) -> Option<String> {
-        let counts = self.tasks_per_node();
-        let max = counts.iter().copied().max().unwrap_or(0);
-        let matches = |plane: u32| -> bool {
-            let mut left = counts.clone();
-            let mut rank = 0usize;
-            while rank < self.processes.len() {
-                for (n, l) in left.iter_mut().enumerate() {
-                    let k = plane.min(*l);
-                    for _ in 0..k {
-                        if self.processes[rank].node as usize != n {
-                            return false;
-                        }
-                        rank += 1;
-                    }
-                    *l -= k;
-                }
-            }
-            true
-        };
-        if self.nodes.len() <= 1 || matches(1) {
-            return Some("cyclic".to_string());
-        }
-        if matches(max) {
-            return Some("block".to_string());
-        }
-        (2..max).find(|&p| matches(p)).map(|p| format!("plane={p}"))
-    }
-
-    /// The Slurm `-m/--distribution` that gives nodes the same ranks as this layout does across
-    /// nodes (exact when every node has every position): `cyclic` when `n` is innermost,
-    /// otherwise `plane=P` with P the positions per node before the layout moves to the next
-    /// node.
-    pub fn slurm_distribution(&self) -> String {
+    /// How many consecutive positions the layout takes on one node before it moves to the
+    /// next node (exact when every node has every position): 1 when `n` is innermost, else the
+    /// product of the widths of the levels inside `n`, a binding level counted by bindings.
+    pub fn node_stride(&self) -> u64 {
         let npos = self.request.layout.node_position();
         let (count, level) = match self.request.bind {
             Bind::Width { count, level } => (count, Some(level)),
             Bind::None => (1, None),
         };
-        let per_node: u64 = self.widths[..npos]
+        self.widths[..npos]
             .iter()
             .map(|&(l, w)| {
                 if Some(l) == level && !self.blocks {
@@ -1343,12 +1308,7 @@ impl<'m> Placement<'m> {
                     u64::from(w)
                 }
             })
-            .product();
-        if per_node <= 1 {
-            "cyclic".to_string()
-        } else {
-            format!("plane={per_node}")
-        }
+            .product()
     }
 }
 

@@ -64,7 +64,7 @@ fn paper_example_two_nodes_scbnh() {
     let second: Vec<(u32, u32)> = first.iter().map(|&(_, pu)| (0, pu + 1)).collect();
     assert_eq!(m[16..24], second[..]);
     assert!(cpus(&p).iter().all(String::is_empty));
-    assert_eq!(p.slurm_distribution(), "plane=8");
+    assert_eq!(p.node_stride(), 8);
 }
 
 #[test]
@@ -187,7 +187,7 @@ fn defect_sequential_follows_the_hardware_not_just_nodes() {
             (1, 3)
         ]
     );
-    assert_eq!(p.slurm_distribution(), "cyclic");
+    assert_eq!(p.node_stride(), 1);
 }
 
 #[test]
@@ -229,9 +229,8 @@ fn mppr_limits_hold_in_the_first_pass_only() {
     assert_eq!(
         e.to_string(),
         "placed 2 of 4 processes: oversubscribed; layout hcsbn with binding 1h and MPPR 1:c \
-         offers 2 positions on 1 node(s); allow oversubscription (srun --overcommit, lama map \
-         --oversubscribe), ask for fewer processes, or use a smaller binding width or looser \
-         MPPR limits"
+         offers 2 positions on 1 node(s); allow oversubscription, ask for fewer processes, or use \
+         a smaller binding width or looser MPPR limits"
     );
     req.oversubscribe = true;
     let p = place(&[&m], &req).unwrap();
@@ -539,47 +538,6 @@ fn hardware_thread_bindings_stay_in_their_core() {
     assert_eq!(cpus(&place(&[&m], &req).unwrap()), ["0-1", "2-3"]);
 }
 
-#[test]
-fn exact_slurm_distributions() {
-    let m = synth("pack:2 core:2 pu:1");
-    let dist = |layout: &str, np: u32, nodes: usize| {
-        let nodes = vec![&m; nodes];
-        let mut req = request(layout, "1c", np);
-        req.oversubscribe = true;
-        place(&nodes, &req).unwrap().slurm_distribution_exact()
-    };
-    // Node innermost: round-robin over nodes.
-    assert_eq!(dist("nscbh", 6, 3).as_deref(), Some("cyclic"));
-    // Node outermost: every node filled before the next.
-    assert_eq!(dist("scbnh", 12, 3).as_deref(), Some("block"));
-    // Node after sockets: two ranks per node, then the next node.
-    assert_eq!(dist("snch", 8, 2).as_deref(), Some("plane=2"));
-    assert_eq!(dist("scbnh", 3, 1).as_deref(), Some("cyclic"));
-    // Heterogeneous nodes where no distribution matches: 3 positions on node 0, 1 on node 1,
-    // then node 0 again in the second pass of an oversubscribed run.
-    let a = synth("pack:1 core:3 pu:1");
-    let b = synth("pack:1 core:1 pu:1");
-    let mut req = request("cnh", "1c", 4);
-    req.oversubscribe = true;
-    let p = place(&[&a, &b], &req).unwrap();
-    let nodes: Vec<u32> = p.processes().iter().map(|x| x.node).collect();
-    assert_eq!(nodes, [0, 0, 0, 1]);
-    assert_eq!(p.slurm_distribution_exact().as_deref(), Some("block"));
-    let mut req = request("ncbh", "1c", 5);
-    req.oversubscribe = true;
-    let p = place(&[&a, &b], &req).unwrap();
-    let nodes: Vec<u32> = p.processes().iter().map(|x| x.node).collect();
-    assert_eq!(nodes, [0, 1, 0, 0, 0]);
-    assert_eq!(p.slurm_distribution_exact().as_deref(), Some("cyclic"));
-    let mut req = request("ncbh", "1c", 6);
-    req.oversubscribe = true;
-    let p = place(&[&a, &b], &req).unwrap();
-    let nodes: Vec<u32> = p.processes().iter().map(|x| x.node).collect();
-    // Second pass: node 0 again, then node 1: [0,1,0,0,0,1] is no plane of counts 4,2.
-    assert_eq!(nodes, [0, 1, 0, 0, 0, 1]);
-    assert_eq!(p.slurm_distribution_exact(), None);
-}
-
 // Tasks never share CPUs unless the user asked for it (the review finding on `-c`).
 
 /// A request as the plugin makes it for `-c cpus` without a binding: the widened default
@@ -624,7 +582,7 @@ fn cpus_per_task_of_whole_cores_never_share_cpus() {
 
 #[test]
 fn cpus_per_task_not_a_multiple_of_the_threads_per_core() {
-    // `srun -n4 -c3 --lama-map=csbnh` on 12 CPUs of 2 threads per core: 2c per task does not
+    // 4 processes of 3 CPUs, csbnh, on 12 CPUs of 2 threads per core: 2c per task does not
     // fit four times; each task gets exactly its 3 threads, consecutive, none shared.
     let m = synth("pack:1 core:6 pu:2");
     let req = cpus_per_task_request(&m, "csbnh", 4, 3, CpuUnit::Thread);

@@ -59,9 +59,9 @@ fn logical_list(pus: &[u32]) -> String {
     crate::CpuList::from_cpus(pus.iter().copied()).to_string()
 }
 
-/// The preview's text: the request, then per node a table rank → mapped PU, binding (logical
-/// and OS indexes) and picture.
-pub fn placement_text(p: &Placement<'_>) -> String {
+/// The preview's text: the request, the caller's notes (one line each), then per node a table
+/// rank → mapped PU, binding (logical and OS indexes) and picture.
+pub fn placement_text(p: &Placement<'_>, notes: &[String]) -> String {
     let req = p.request();
     let mut out = String::new();
     let _ = writeln!(
@@ -80,21 +80,8 @@ pub fn placement_text(p: &Placement<'_>) -> String {
     );
     let widths: Vec<String> = p.widths().iter().map(|(l, w)| format!("{l}={w}")).collect();
     let _ = writeln!(out, "maximal tree widths: {}", widths.join(" "));
-    if p.nodes().len() > 1 {
-        let counts: Vec<String> = p.tasks_per_node().iter().map(u32::to_string).collect();
-        let _ = match p.slurm_distribution_exact() {
-            Some(d) => writeln!(
-                out,
-                "node assignment: the same as Slurm's -m {d} with tasks per node {}",
-                counts.join(",")
-            ),
-            None => writeln!(
-                out,
-                "node assignment: no Slurm -m gives it (tasks per node {}); use -m arbitrary with \
-                 a SLURM_HOSTFILE (lama map --hostfile FILE --node-names LIST)",
-                counts.join(",")
-            ),
-        };
+    for note in notes {
+        let _ = writeln!(out, "{note}");
     }
     for (n, m) in p.nodes().iter().enumerate() {
         let ranks = p.ranks_on(n as u32);

@@ -1,5 +1,9 @@
 //! Slurm's own notations, read and written the way Slurm does, for the plugin and `lama`:
-//! hostlist expressions (`node[1-3,7]`). Pure: no Slurm library, no I/O.
+//! hostlist expressions (`node[1-3,7]`) and the text that says which Slurm release a plugin
+//! was built for. Pure: no Slurm library, no I/O.
 #![deny(missing_docs)]
 
+pub mod built_for;
+pub mod cpus_per_task;
+pub mod distribution;
 pub mod hostlist;

@@ -96,9 +96,9 @@ mod exports {
     pub static slurm_spank_init_failure_mode: std::os::raw::c_int = 3012;
 
     /// The Slurm version this plugin was built for, as text in the file
-    /// ([`lama_engine::built_for`]).
+    /// ([`lama_slurm::built_for`]).
     #[used]
     #[no_mangle]
-    pub static spank_lama_built_for: [u8; lama_engine::built_for::LEN] =
-        lama_engine::built_for::encode(SLURM_VERSION_NUMBER);
+    pub static spank_lama_built_for: [u8; lama_slurm::built_for::LEN] =
+        lama_slurm::built_for::encode(SLURM_VERSION_NUMBER);
 }

@@ -5,7 +5,7 @@
 
 use crate::config::KEYS;
 use crate::options::OPTIONS;
-use lama_engine::roff::Page;
+use lama_man::Page;
 
 /// The variables each placed task finds in its environment.
 const TASK_VARIABLES: [(&str, &str); 11] = [
@@ -165,15 +165,12 @@ mod tests {
     fn every_option_and_every_key_is_in_the_page() {
         let page = man_page("0.0.0");
         for (name, _, usage) in OPTIONS {
-            let escaped = lama_engine::roff::escape(&format!("--{name}"));
+            let escaped = lama_man::escape(&format!("--{name}"));
             assert!(page.contains(&format!("\\fB{escaped}")), "{name}");
-            assert!(
-                page.contains(&lama_engine::roff::escape(usage)),
-                "{name}'s usage"
-            );
+            assert!(page.contains(&lama_man::escape(usage)), "{name}'s usage");
         }
         for (key, _, details) in KEYS {
-            let escaped = lama_engine::roff::escape(key);
+            let escaped = lama_man::escape(key);
             assert!(page.contains(&format!("\\fB{escaped}=\\fR")), "{key}");
             assert!(!details.is_empty(), "{key} has no explanation");
         }

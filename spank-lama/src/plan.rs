@@ -342,14 +342,20 @@ pub fn place_local(
     }
     let narrower = match narrowest {
         Some(n) if plan.bind.is_some() => {
-            lama_engine::narrower_warning(machine, bind, n, cpus.per_task, cpus.unit)
+            lama_slurm::cpus_per_task::narrower_warning(machine, bind, n, cpus.per_task, cpus.unit)
         }
         _ => None,
     };
     // What the user sees once per step: the narrower binding, the fallback to exact CPUs, and
     // bindings that were asked for and share CPUs (named by global rank).
     let fallback = if bind_within {
-        lama_engine::exact_fallback_note(widened, bind, globals.len(), per_task, cpus.unit)
+        lama_slurm::cpus_per_task::exact_fallback_note(
+            widened,
+            bind,
+            globals.len(),
+            per_task,
+            cpus.unit,
+        )
     } else {
         None
     };
@@ -597,7 +603,7 @@ pub fn distribution_hint(
         np: 0,
         bind_within: false,
     };
-    let want = place(&nodes, &req).ok()?.slurm_distribution();
+    let want = lama_slurm::distribution::like(&place(&nodes, &req).ok()?);
     let current = in_use.map(|d| d.split([':', ',']).next().unwrap_or(d));
     if current == Some(want.as_str()) || (want.starts_with("plane") && current == Some("plane")) {
         return None;

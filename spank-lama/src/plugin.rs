@@ -199,7 +199,12 @@ impl Lama {
             .flatten()
             .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("yes"));
         let local = plan::place_local(&machine, plan, &globals, overcommit, self.cpus)
-            .map_err(|e| format!("{e}"))?;
+            .map_err(|e| match e {
+                lama_engine::PlaceError::Oversubscribed { .. } => {
+                    format!("{e} (to oversubscribe: srun --overcommit)")
+                }
+                other => other.to_string(),
+            })?;
         self.tasks = local.tasks;
         let plan = Plan {
             bind: Some(local.bind),

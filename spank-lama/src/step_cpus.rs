@@ -90,7 +90,7 @@ pub fn cores_to_cpus(machine: &Machine, cores: &CpuList) -> Result<CpuList, Stri
 /// do: a step may be smaller than its job, and `S_JOB_NCPUS` in slurmstepd is the step's.)
 pub fn cpu_unit(machine: &Machine, tasks: u32, per_task: u32, step_pus: u32) -> CpuUnit {
     let asked = u64::from(tasks) * u64::from(per_task);
-    CpuUnit::detect(
+    lama_slurm::cpus_per_task::detect_unit(
         u32::try_from(asked).unwrap_or(u32::MAX),
         step_pus,
         lama_engine::threads_per_core(machine),

@@ -1,5 +1,6 @@
 //! Manual pages in roff (man(7)): the `lama` command's page and the plugin's are generated
 //! from the same tables as their help text, so that the two cannot drift apart.
+#![deny(missing_docs)]
 
 /// A manual page being written.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! Slurm's `-m/--distribution`: which one gives the nodes the ranks a LAMA placement gives
 //! them, for `lama map` and the plugin's hint.
 
-use lama_engine::Placement;
+use lama_engine::{place, Machine, Placement, Request};
 
 /// The `-m/--distribution` that puts every rank on the node this placement puts it on, given
 /// the same number of tasks per node ([`Placement::tasks_per_node`]): `cyclic`, `block` or
@@ -67,10 +67,78 @@ pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
     })
 }
 
+/// The distinct CPU counts in Slurm's compressed per-node list (`SLURM_JOB_CPUS_PER_NODE`,
+/// e.g. `2(x3),4`), in order of appearance; `None` when it cannot be read.
+pub fn distinct_cpus_per_node(list: &str) -> Option<Vec<u32>> {
+    let mut out: Vec<u32> = Vec::new();
+    for item in list.split(',') {
+        let count = item.split('(').next()?.trim().parse::<u32>().ok()?;
+        if !out.contains(&count) {
+            out.push(count);
+        }
+    }
+    Some(out)
+}
+
+/// The step's one distribution hint for `layout` (its layout, binding, MPPR and order; its
+/// process count and oversubscription are not used) (for `--lama-verbose`, printed by the step's first node
+/// only): which Slurm `-m` gives nodes the ranks the full LAMA iteration would. Only this
+/// node's shape is known here, so the hint says that it assumes every node of the step is
+/// shaped like this one; when Slurm's CPU counts per node (`cpus_per_node`, the job's
+/// `SLURM_JOB_CPUS_PER_NODE`) show that they are not, it says so and points at `lama map`
+/// instead of guessing. `None` when there is one node or the distribution in use
+/// (`SLURM_DISTRIBUTION`) already is the one this node's shape asks for.
+pub fn hint(
+    machine: &Machine,
+    layout: &lama_engine::Request,
+    node: &str,
+    nnodes: u32,
+    in_use: Option<&str>,
+    cpus_per_node: Option<&str>,
+) -> Option<String> {
+    if nnodes <= 1 {
+        return None;
+    }
+    let exact = "`lama map` with each node's topology prints the exact -m (or a \
+                 SLURM_HOSTFILE for -m arbitrary)";
+    if let Some(counts) = cpus_per_node.and_then(distinct_cpus_per_node) {
+        if counts.len() > 1 {
+            let counts: Vec<String> = counts.iter().map(u32::to_string).collect();
+            return Some(format!(
+                "the step's nodes differ (CPUs per node: {}), so no -m is guessed for layout \
+                 {}; {exact}",
+                counts.join(", "),
+                layout.layout
+            ));
+        }
+    }
+    let nodes = vec![machine; nnodes.min(1 << 16) as usize];
+    let req = Request {
+        np: 0,
+        oversubscribe: false,
+        bind_within: false,
+        ..layout.clone()
+    };
+    let want = like(&place(&nodes, &req).ok()?);
+    let current = in_use.map(|d| d.split([':', ',']).next().unwrap_or(d));
+    if current == Some(want.as_str()) || (want.starts_with("plane") && current == Some("plane")) {
+        return None;
+    }
+    Some(format!(
+        "layout {} spreads ranks over nodes like `-m {want}`, assuming the step's {nnodes} nodes \
+         are shaped like {node}; this step uses {}. If they are not, {exact}",
+        layout.layout,
+        match in_use {
+            Some(d) => format!("-m {d}"),
+            None => "Slurm's default distribution".to_string(),
+        }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lama_engine::{place, Bind, Layout, Machine, Request};
+    use lama_engine::{Bind, Layout};
 
     fn synth(s: &str) -> Machine {
         Machine::synthetic(s).unwrap()
@@ -131,5 +199,33 @@ mod tests {
         assert_eq!(like(&p), "plane=8");
         let p = place(&nodes, &request("nscbh", "1c", 3)).unwrap();
         assert_eq!(like(&p), "cyclic");
+    }
+
+    #[test]
+    fn distribution_hints() {
+        let m = Machine::synthetic("pack:2 core:4 pu:1").unwrap();
+        let layout = request("scbnh", "1c", 0);
+        assert_eq!(
+            hint(&m, &layout, "node1", 3, None, Some("8(x3)")).unwrap(),
+            "layout scbnh spreads ranks over nodes like `-m plane=8`, assuming the step's 3 \
+             nodes are shaped like node1; this step uses Slurm's default distribution. If they \
+             are not, `lama map` with each node's topology prints the exact -m (or a \
+             SLURM_HOSTFILE for -m arbitrary)"
+        );
+        assert_eq!(hint(&m, &layout, "node1", 3, Some("plane"), None), None);
+        assert_eq!(hint(&m, &layout, "node1", 1, None, None), None);
+        // Nodes Slurm counts differently are not guessed at.
+        let differ = hint(&m, &layout, "node1", 2, None, Some("8,16")).unwrap();
+        assert!(
+            differ.starts_with("the step's nodes differ (CPUs per node: 8, 16)"),
+            "{differ}"
+        );
+        assert_eq!(distinct_cpus_per_node("2(x3),4,2"), Some(vec![2, 4]));
+        assert_eq!(distinct_cpus_per_node("x"), None);
+        let layout = request("nsc", "1c", 0);
+        assert_eq!(
+            hint(&m, &layout, "node1", 2, Some("cyclic:block"), None),
+            None
+        );
     }
 }

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod built_for;
+pub mod cpu_bind;
 pub mod cpus_per_task;
 pub mod distribution;
 pub mod hostlist;

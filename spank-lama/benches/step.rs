@@ -12,7 +12,9 @@ use lama_engine::{CpuList, Machine};
 use lama_hwloc::{load, Source};
 use spank_lama::bind::{get_affinity, set_affinity};
 use spank_lama::config::SiteConfig;
-use spank_lama::plan::{self, UserOptions};
+use spank_lama::placement::{self, StepCpus};
+use spank_lama::request::{self, StepRequest, UserOptions};
+use spank_lama::task_env;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
@@ -28,19 +30,19 @@ fn shared(name: &str) -> Option<PathBuf> {
     }
 }
 
-fn plan_for(layout: &str, bind: &str) -> plan::Plan {
+fn plan_for(layout: &str, bind: &str) -> StepRequest {
     let user = UserOptions {
         map: Some(layout.into()),
         bind: Some(bind.into()),
         ..UserOptions::default()
     };
-    plan::resolve(&user, &SiteConfig::default())
+    request::resolve(&user, &SiteConfig::default())
         .unwrap()
         .unwrap()
 }
 
 /// The step's work: XML → Machine, restrict to half the node, place one task per core there.
-fn step(path: &Path, plan: &plan::Plan) -> usize {
+fn step(path: &Path, plan: &StepRequest) -> usize {
     let machine = load(&Source::Xml(path.to_path_buf())).unwrap();
     let half: Vec<u32> = machine
         .pus()
@@ -55,7 +57,7 @@ fn step(path: &Path, plan: &plan::Plan) -> usize {
         .filter(|c| c.pus.clone().any(|q| m.pus()[q as usize].available))
         .count();
     let globals: Vec<u32> = (0..cores as u32).collect();
-    plan::place_local(&m, plan, &globals, false, plan::StepCpus::default())
+    placement::place_local(&m, plan, &globals, false, StepCpus::default())
         .unwrap()
         .tasks
         .len()
@@ -90,12 +92,12 @@ fn per_step(c: &mut Criterion) {
         let globals: Vec<u32> = (0..machine.pus().len() as u32).collect();
         g.bench_function(format!("{short}/place-only-every-pu"), |b| {
             b.iter(|| {
-                plan::place_local(
+                placement::place_local(
                     black_box(&machine),
                     &plan,
                     &globals,
                     false,
-                    plan::StepCpus::default(),
+                    StepCpus::default(),
                 )
                 .unwrap()
                 .tasks
@@ -122,7 +124,7 @@ fn per_task(c: &mut Criterion) {
     let mut g = c.benchmark_group("per-task");
     let m = Machine::synthetic("pack:2 core:8 pu:2").unwrap();
     let plan = plan_for("scbnh", "1c");
-    let tasks = plan::place_local(&m, &plan, &[0, 1], false, plan::StepCpus::default())
+    let tasks = placement::place_local(&m, &plan, &[0, 1], false, StepCpus::default())
         .unwrap()
         .tasks;
     let own = get_affinity().unwrap();
@@ -133,8 +135,8 @@ fn per_task(c: &mut Criterion) {
     set_affinity(&own).unwrap();
     g.bench_function("environment-and-verbose-line", |b| {
         b.iter(|| {
-            let env = plan::task_environment(&plan, black_box(&tasks[1]));
-            let line = plan::verbose_line(&plan, "node1", 1, 4242, &tasks[1]);
+            let env = task_env::task_environment(&plan, black_box(&tasks[1]));
+            let line = task_env::verbose_line(&plan, "node1", 1, 4242, &tasks[1]);
             env.len() + line.len()
         })
     });

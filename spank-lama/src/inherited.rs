@@ -10,7 +10,7 @@
 //! placed as usual, `--cpu-bind=none` or not (the README recommends that combination).
 
 use crate::options::OPTIONS;
-use crate::plan::UserOptions;
+use crate::request::UserOptions;
 
 /// Set by srun in the step's environment: `1` when srun was given a `--lama-*` option of its
 /// own, `0` when all it has came from its batch script or allocation. Removed from the tasks'
@@ -71,13 +71,6 @@ pub fn has_own_options(user: &UserOptions, inherited: &[(&'static str, String)])
         .any(|(name, value)| value.is_some_and(|v| !inherited_as(name, v)))
 }
 
-/// Whether `SLURM_CPU_BIND_TYPE` (`none,`, `verbose,none`, `cores,`) asks for no binding.
-pub fn cpu_bind_none(kind: &str) -> bool {
-    kind.split(',')
-        .map(|t| t.trim_end_matches(':'))
-        .any(|t| t == "none" || t == "no")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,14 +113,5 @@ mod tests {
         };
         assert!(has_own_options(&added, &inherited));
         assert!(has_own_options(&changed, &[]));
-    }
-
-    #[test]
-    fn cpu_bind_types() {
-        assert!(cpu_bind_none("none,"));
-        assert!(cpu_bind_none("verbose,none"));
-        assert!(!cpu_bind_none("cores,"));
-        assert!(!cpu_bind_none("mask_cpu:"));
-        assert!(!cpu_bind_none(""));
     }
 }

@@ -10,15 +10,23 @@ pub mod bind;
 pub mod bounded;
 pub mod cgroup;
 pub mod config;
+pub mod error;
 pub mod inherited;
 pub mod logging;
 pub mod manual;
 pub mod options;
-pub mod plan;
+pub mod placement;
+pub mod plan_file;
 pub mod plugin;
+pub mod request;
+pub mod step;
 pub mod step_cpus;
+pub mod submit;
+pub mod task;
+pub mod task_env;
 pub mod topo_cache;
 pub mod topo_source;
+pub mod topology;
 
 /// The symbols Slurm looks up: `plugin_name`, `plugin_type`, `plugin_version` and the
 /// `slurm_spank_*` callbacks.

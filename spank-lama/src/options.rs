@@ -66,3 +66,30 @@ pub const OPTIONS: [(&str, Option<&str>, &str); 8] = [
          OMP_NUM_THREADS (-c if given) to match each task's LAMA binding",
     ),
 ];
+
+/// The `--lama-*` values given to this command or step, as strings.
+pub fn user_options(spank: &slurm_spank::SpankHandle) -> crate::request::UserOptions {
+    let value = |name: &str| spank.get_option_value_lossy(name).map(|v| v.into_owned());
+    crate::request::UserOptions {
+        map: value(OPT_MAP),
+        bind: value(OPT_BIND),
+        mppr: value(OPT_MPPR),
+        order: value(OPT_ORDER),
+        membind: value(OPT_MEMBIND),
+        plan: value(OPT_PLAN),
+        verbose: spank.is_option_set(OPT_VERBOSE),
+        omp: spank.is_option_set(OPT_OMP),
+    }
+}
+
+/// Registers the `--lama-*` options (in srun, sbatch, salloc and slurmstepd).
+pub fn register(spank: &mut slurm_spank::SpankHandle) -> Result<(), slurm_spank::SpankError> {
+    for (name, arg, usage) in OPTIONS {
+        let mut opt = slurm_spank::SpankOption::new(name).usage(usage);
+        if let Some(arg) = arg {
+            opt = opt.takes_value(arg);
+        }
+        spank.register_option(opt)?;
+    }
+    Ok(())
+}

@@ -7,8 +7,86 @@
 //! plugin binds nothing (fail closed). The process's own affinity is never used: on cgroup v2
 //! slurmstepd runs with the job's CPUs, and without task/cgroup with the whole node's.
 
-use crate::cgroup::StepCgroup;
+use crate::cgroup::{self, StepCgroup};
+use crate::config::SiteConfig;
 use lama_engine::{CpuList, CpuUnit, Machine};
+use slurm_spank::SpankHandle;
+
+/// What Slurm gave each task of the step: `-c` CPUs, counted in `unit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepCpus {
+    /// CPUs per task (`-c`, `S_STEP_CPUS_PER_TASK`; 1 without `-c`).
+    pub per_task: u32,
+    /// What Slurm counts as a CPU on this node.
+    pub unit: CpuUnit,
+}
+
+impl Default for StepCpus {
+    fn default() -> Self {
+        StepCpus {
+            per_task: 1,
+            unit: CpuUnit::Thread,
+        }
+    }
+}
+
+/// The CPUs this step may use on this node ([`decide`]): its cgroup cpuset as Slurm configured
+/// it and the cores Slurm allocated to it (`S_STEP_ALLOC_CORES`); `Err` when neither can be
+/// read, and the step is then not bound.
+pub fn here(
+    spank: &SpankHandle,
+    machine: &Machine,
+    job: u32,
+    step: u32,
+) -> Result<CpuList, String> {
+    let allocated = spank
+        .step_alloc_cores()
+        .map_err(|e| format!("S_STEP_ALLOC_CORES: {e}"))
+        .and_then(|list| {
+            let abstract_cores =
+                CpuList::parse(list).map_err(|e| format!("S_STEP_ALLOC_CORES '{list}': {e}"))?;
+            cores_to_cpus(machine, &abstract_cores)
+        });
+    let set = decide(cgroup::step_cpus(job, step), allocated)?;
+    tracing::info!(
+        job,
+        step,
+        "lama: step CPUs {} from {}",
+        set.cpus,
+        set.source
+    );
+    Ok(set.cpus)
+}
+
+/// `-c` of the step (`S_STEP_CPUS_PER_TASK`), and what Slurm counts as a CPU here: the site's
+/// `cpu_unit`, else [`cpu_unit`] from the step's `ntasks` tasks here and its `step_pus`
+/// hardware threads.
+pub fn per_task(
+    spank: &SpankHandle,
+    site: &SiteConfig,
+    machine: &Machine,
+    ntasks: u32,
+    step_pus: u32,
+) -> StepCpus {
+    let per_task = spank
+        .step_cpus_per_task()
+        .ok()
+        .and_then(|c| u32::try_from(c).ok())
+        .filter(|&c| c >= 1)
+        .unwrap_or(1);
+    let unit = site.cpu_unit.unwrap_or_else(|| {
+        let unit = cpu_unit(machine, ntasks, per_task, step_pus);
+        tracing::debug!(
+            ntasks,
+            per_task,
+            step_pus,
+            "lama: Slurm counts {}s as CPUs here",
+            unit.name()
+        );
+        unit
+    });
+    StepCpus { per_task, unit }
+}
 
 /// The step's CPUs on this node and where they came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

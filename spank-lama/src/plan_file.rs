@@ -1,0 +1,219 @@
+//! Applying a plan written by `lama plan` (`--lama-plan`): its text travels from srun, sbatch
+//! or salloc (which read the file as the user) to the step's nodes, where this node's ranks are
+//! checked against the step and become [`TaskPlacement`]s.
+
+use crate::placement::{omp_place_list, omp_places, TaskPlacement};
+use lama_engine::{numa_nodes, render, CpuList, Machine, Membind};
+
+/// The environment variable that carries a plan's text from srun/sbatch/salloc (which read the
+/// file as the user) to the step's nodes; removed from every task's environment.
+pub const PLAN_VARIABLE: &str = "LAMA_PLAN_TEXT";
+
+/// What a step is on this node: the node's name, the global ranks of its local tasks (by local
+/// id), the step's task count, and the CPUs the step may use here.
+#[derive(Debug, Clone, Copy)]
+pub struct StepHere<'a> {
+    /// The node's short host name.
+    pub node: &'a str,
+    /// `globals[i]` is the global rank of local task `i`.
+    pub globals: &'a [u32],
+    /// The step's task count.
+    pub total: u32,
+    /// The step's CPUs on this node.
+    pub cpus: &'a CpuList,
+}
+
+/// This node's tasks from a plan file: `globals[i]` is the global rank of local task `i`,
+/// `total` the step's task count, `step_cpus` the CPUs the step has here. Every mismatch is
+/// an error that says what does not fit, found before any task is bound.
+pub fn planned_tasks(
+    machine: &Machine,
+    file: &lama_engine::PlanFile,
+    step: &StepHere<'_>,
+    verbose: bool,
+    omp: bool,
+) -> Result<Vec<TaskPlacement>, String> {
+    let StepHere {
+        node,
+        globals,
+        total,
+        cpus: step_cpus,
+    } = *step;
+    if file.ranks.len() != total as usize {
+        return Err(format!(
+            "the plan is for {} ranks but the step has {total} tasks: launch with -n{}",
+            file.ranks.len(),
+            file.ranks.len()
+        ));
+    }
+    let here = file.ranks.iter().filter(|r| r.node == node).count();
+    let mut tasks = Vec::with_capacity(globals.len());
+    for &g in globals {
+        let r = file
+            .ranks
+            .get(g as usize)
+            .ok_or_else(|| format!("rank {g} is not in the plan"))?;
+        if r.node != node {
+            return Err(format!(
+                "rank {g} is planned on {} but Slurm started it on {node}: launch with \
+                 SLURM_HOSTFILE set to the plan's .hosts file and -m arbitrary",
+                r.node
+            ));
+        }
+        let outside = CpuList::from_cpus(
+            r.cpus
+                .cpus()
+                .iter()
+                .copied()
+                .filter(|&c| !step_cpus.contains(c)),
+        );
+        if !outside.is_empty() {
+            return Err(format!(
+                "rank {g} is planned on CPUs {} but this step has only {step_cpus} on {node} \
+                 (CPUs {outside} are outside it): plan with --restrict {node}={step_cpus}",
+                r.cpus
+            ));
+        }
+        let pu_logical = machine
+            .logical_of(r.pu)
+            .ok_or_else(|| format!("rank {g}: PU {} is not in {node}'s topology", r.pu))?;
+        let bound: Vec<u32> = r
+            .cpus
+            .cpus()
+            .iter()
+            .filter_map(|&c| machine.logical_of(c))
+            .collect();
+        tasks.push(TaskPlacement {
+            global: g,
+            pu_os: r.pu,
+            pu_logical,
+            cpus: r.cpus.clone(),
+            picture: if verbose {
+                render::picture(machine, &bound)
+            } else {
+                String::new()
+            },
+            omp_places: if omp {
+                omp_place_list(&omp_places(machine, &bound, false))
+            } else {
+                String::new()
+            },
+            omp_place_count: if omp {
+                omp_places(machine, &bound, false).len()
+            } else {
+                0
+            },
+            mems: numa_nodes(machine, &bound),
+        });
+    }
+    if here != globals.len() {
+        return Err(format!(
+            "the plan puts {here} rank(s) on {node} but Slurm started {} here: launch with \
+             SLURM_HOSTFILE set to the plan's .hosts file and -m arbitrary",
+            globals.len()
+        ));
+    }
+    Ok(tasks)
+}
+
+/// The variables of a task placed by a plan: `LAMA_PLAN=1`, `LAMA_CPUS`, `LAMA_PU`,
+/// `LAMA_PU_LOGICAL`, and `LAMA_MEMS`/`LAMA_MEMBIND` when memory is bound.
+pub fn planned_environment(
+    task: &TaskPlacement,
+    mems: Option<(Membind, &CpuList)>,
+) -> Vec<(&'static str, String)> {
+    let omp = (!task.omp_places.is_empty()).then(|| {
+        [
+            ("OMP_PLACES", task.omp_places.clone()),
+            ("OMP_PROC_BIND", "close".to_string()),
+        ]
+    });
+    let mut env = vec![
+        ("LAMA_PLAN", "1".to_string()),
+        ("LAMA_CPUS", task.cpus.to_string()),
+        ("LAMA_PU", task.pu_os.to_string()),
+        ("LAMA_PU_LOGICAL", task.pu_logical.to_string()),
+    ];
+    if let Some((policy, m)) = mems {
+        env.push(("LAMA_MEMS", m.to_string()));
+        env.push(("LAMA_MEMBIND", policy.to_string()));
+    }
+    env.extend(omp.into_iter().flatten());
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_apply_only_where_they_fit() {
+        let m = Machine::synthetic("pack:2 core:2 pu:1").unwrap();
+        let file = lama_engine::PlanFile::parse(
+            "lama-plan 1\nranks 3\nrank 0 n1 pu 2 cpus 2\nrank 1 n2 pu 0 cpus 0\nrank 2 n1 pu 1 cpus 0-1\n",
+        )
+        .unwrap();
+        let all = CpuList::parse("0-3").unwrap();
+        fn here<'a>(
+            node: &'a str,
+            globals: &'a [u32],
+            total: u32,
+            cpus: &'a CpuList,
+        ) -> StepHere<'a> {
+            StepHere {
+                node,
+                globals,
+                total,
+                cpus,
+            }
+        }
+        let tasks = planned_tasks(&m, &file, &here("n1", &[0, 2], 3, &all), true, true).unwrap();
+        assert_eq!(tasks[0].cpus.to_string(), "2");
+        assert_eq!(tasks[1].cpus.to_string(), "0-1");
+        assert_eq!(tasks[1].picture, "[B/B][./.]");
+        assert_eq!(tasks[1].omp_places, "{0},{1}");
+        let env = planned_environment(&tasks[1], None);
+        assert!(env.contains(&("OMP_PLACES", "{0},{1}".to_string())));
+        assert!(env.contains(&("LAMA_CPUS", "0-1".to_string())));
+        for (node, globals, total, cpus, why) in [
+            (
+                "n1",
+                vec![0, 2],
+                4,
+                "0-3",
+                "the plan is for 3 ranks but the step has 4 tasks",
+            ),
+            (
+                "n1",
+                vec![0, 1],
+                3,
+                "0-3",
+                "rank 1 is planned on n2 but Slurm started it on n1",
+            ),
+            (
+                "n1",
+                vec![0],
+                3,
+                "0-3",
+                "the plan puts 2 rank(s) on n1 but Slurm started 1 here",
+            ),
+            (
+                "n1",
+                vec![0, 2],
+                3,
+                "1-3",
+                "rank 2 is planned on CPUs 0-1 but this step has only 1-3",
+            ),
+        ] {
+            let cpus = CpuList::parse(cpus).unwrap();
+            let e = planned_tasks(&m, &file, &here(node, &globals, total, &cpus), false, false)
+                .unwrap_err();
+            assert!(e.starts_with(why), "{e}");
+        }
+        let far =
+            lama_engine::PlanFile::parse("lama-plan 1\nranks 1\nrank 0 n1 pu 9 cpus 9\n").unwrap();
+        let wide = CpuList::parse("0-9").unwrap();
+        let e = planned_tasks(&m, &far, &here("n1", &[0], 1, &wide), false, false).unwrap_err();
+        assert!(e.contains("PU 9 is not in n1's topology"), "{e}");
+    }
+}

@@ -1,0 +1,288 @@
+//! What a step asks for (SPEC §3.1): the `--lama-*` options a user gave and the site's
+//! defaults become one [`StepRequest`], or nothing when LAMA has nothing to do.
+
+use crate::config::SiteConfig;
+use lama_engine::{Bind, Diagnostic, Layout, Membind, Mppr, Order};
+use std::fmt;
+
+/// The `--lama-*` option values a user gave, as strings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserOptions {
+    /// `--lama-map`.
+    pub map: Option<String>,
+    /// `--lama-bind`.
+    pub bind: Option<String>,
+    /// `--lama-mppr`.
+    pub mppr: Option<String>,
+    /// `--lama-order`.
+    pub order: Option<String>,
+    /// `--lama-membind`.
+    pub membind: Option<String>,
+    /// `--lama-plan` (the file's path; its text travels in [`PLAN_VARIABLE`]).
+    pub plan: Option<String>,
+    /// `--lama-verbose`.
+    pub verbose: bool,
+    /// `--lama-omp`.
+    pub omp: bool,
+}
+
+impl UserOptions {
+    /// Whether any option that changes placement was given.
+    pub fn any(&self) -> bool {
+        self.map.is_some()
+            || self.bind.is_some()
+            || self.mppr.is_some()
+            || self.order.is_some()
+            || self.membind.is_some()
+    }
+}
+
+/// Who asked for LAMA in this step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The user, with `--lama-*` options: failures fail the step.
+    User,
+    /// The site default: failures follow `on_default_failure`.
+    Site,
+}
+
+/// A step's LAMA request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepRequest {
+    /// The layout.
+    pub layout: Layout,
+    /// The binding asked for (by the user or the site); `None`: the default, `1c`, widened to
+    /// cover `-c` CPUs per task (see [`effective_bind`]).
+    pub bind: Option<Bind>,
+    /// The memory binding.
+    pub membind: Membind,
+    /// MPPR limits.
+    pub mppr: Mppr,
+    /// Rank ordering on the node.
+    pub order: Order,
+    /// Who asked.
+    pub origin: Origin,
+    /// Print one line per task.
+    pub verbose: bool,
+    /// Set the OpenMP variables that match each task's binding.
+    pub omp: bool,
+}
+
+/// Why the options cannot make a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestError {
+    /// A value has bad syntax.
+    Syntax {
+        /// The option, e.g. `--lama-map`.
+        option: &'static str,
+        /// The diagnostic.
+        diagnostic: Box<Diagnostic>,
+    },
+    /// Something else about the combination.
+    Usage(String),
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Syntax { option, diagnostic } => {
+                write!(f, "lama: {option}: {diagnostic}")
+            }
+            RequestError::Usage(msg) => write!(f, "lama: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+impl StepRequest {
+    /// The binding in force: the one asked for, else the built-in `1c`. In slurmstepd the
+    /// plugin replaces `bind` by [`effective_bind`]'s answer once the node is known.
+    pub fn binding(&self) -> Bind {
+        self.bind.unwrap_or_default()
+    }
+}
+
+fn syntax(option: &'static str) -> impl Fn(Diagnostic) -> RequestError {
+    move |diagnostic| RequestError::Syntax {
+        option,
+        diagnostic: Box::new(diagnostic),
+    }
+}
+
+/// Decides what a step asks for. `Ok(None)`: LAMA does nothing in this step (no option and no
+/// site default, or `--lama-map=none`).
+///
+/// Precedence: the user's option, else the site default, else the built-in default (`1c`
+/// binding, no MPPR, natural order). Options other than `--lama-map` need a layout from the user
+/// or the site.
+pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<StepRequest>, RequestError> {
+    if (user.any() || user.plan.is_some()) && !site.user_options {
+        return Err(RequestError::Usage(
+            "this cluster does not allow --lama-* options (site setting user_options=no); \
+             remove them to use the site's placement"
+                .to_string(),
+        ));
+    }
+    if user.plan.is_some() {
+        let with: Vec<&str> = [
+            (user.map.is_some(), "--lama-map"),
+            (user.bind.is_some(), "--lama-bind"),
+            (user.mppr.is_some(), "--lama-mppr"),
+            (user.order.is_some(), "--lama-order"),
+        ]
+        .iter()
+        .filter(|(given, _)| *given)
+        .map(|&(_, name)| name)
+        .collect();
+        if !with.is_empty() {
+            return Err(RequestError::Usage(format!(
+                "--lama-plan cannot be combined with {}: the plan already says where each rank \
+                 runs and what it is bound to; give one or the other",
+                with.join(", ")
+            )));
+        }
+        if let Some(m) = &user.membind {
+            Membind::parse(m).map_err(syntax("--lama-membind"))?;
+        }
+        // The plan is applied on its own (see `planned_tasks`).
+        return Ok(None);
+    }
+    let bind = match &user.bind {
+        Some(b) => Some(Bind::parse(b).map_err(syntax("--lama-bind"))?),
+        None => None,
+    };
+    let mppr = match user.mppr.as_deref() {
+        Some("none") => Some(Mppr::none()),
+        Some(m) => Some(Mppr::parse(m).map_err(syntax("--lama-mppr"))?),
+        None => None,
+    };
+    let membind = match &user.membind {
+        Some(m) => Some(Membind::parse(m).map_err(syntax("--lama-membind"))?),
+        None => None,
+    };
+    let order = match &user.order {
+        Some(o) => Some(Order::parse(o).map_err(syntax("--lama-order"))?),
+        None => None,
+    };
+    let (layout, origin) =
+        match user.map.as_deref() {
+            Some("none") => return Ok(None),
+            Some(m) => (
+                Layout::parse(m).map_err(syntax("--lama-map"))?,
+                Origin::User,
+            ),
+            None => match &site.map {
+                Some(l) => (
+                    l.clone(),
+                    if user.any() {
+                        Origin::User
+                    } else {
+                        Origin::Site
+                    },
+                ),
+                None if user.any() => return Err(RequestError::Usage(
+                    "--lama-bind, --lama-mppr, --lama-order and --lama-membind need a layout: add \
+                     --lama-map=LAYOUT (for example --lama-map=scbnh)"
+                        .to_string(),
+                )),
+                None => return Ok(None),
+            },
+        };
+    Ok(Some(StepRequest {
+        layout,
+        bind: bind.or(site.bind),
+        membind: membind.unwrap_or(site.membind),
+        mppr: mppr.unwrap_or_else(|| site.mppr.clone()),
+        order: order.unwrap_or(site.order),
+        origin,
+        verbose: user.verbose || site.verbose,
+        omp: user.omp,
+    }))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn user(map: Option<&str>, bind: Option<&str>) -> UserOptions {
+        UserOptions {
+            map: map.map(String::from),
+            bind: bind.map(String::from),
+            ..UserOptions::default()
+        }
+    }
+
+    #[test]
+    fn nothing_asked_nothing_done() {
+        assert_eq!(
+            resolve(&UserOptions::default(), &SiteConfig::default()),
+            Ok(None)
+        );
+        let verbose_only = UserOptions {
+            verbose: true,
+            ..UserOptions::default()
+        };
+        assert_eq!(resolve(&verbose_only, &SiteConfig::default()), Ok(None));
+    }
+
+    #[test]
+    fn user_options_over_site_defaults_over_built_ins() {
+        let site = SiteConfig::default();
+        let plan = resolve(&user(Some("scbnh"), None), &site).unwrap().unwrap();
+        assert_eq!(plan.bind, None);
+        assert_eq!(plan.binding().to_string(), "1c");
+        assert_eq!(plan.origin, Origin::User);
+        let site = SiteConfig {
+            map: Some(Layout::parse("csbnh").unwrap()),
+            bind: Some(Bind::parse("1s").unwrap()),
+            ..SiteConfig::default()
+        };
+        let plan = resolve(&UserOptions::default(), &site).unwrap().unwrap();
+        assert_eq!(
+            (plan.layout.to_string(), plan.binding().to_string()),
+            ("csbnh".into(), "1s".into())
+        );
+        assert_eq!(plan.origin, Origin::Site);
+        let plan = resolve(&user(None, Some("1h")), &site).unwrap().unwrap();
+        assert_eq!(
+            (plan.layout.to_string(), plan.binding().to_string()),
+            ("csbnh".into(), "1h".into())
+        );
+        assert_eq!(plan.origin, Origin::User);
+        assert_eq!(resolve(&user(Some("none"), None), &site), Ok(None));
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = resolve(&user(Some("xyz"), None), &SiteConfig::default()).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("lama: --lama-map: invalid mapping layout 'xyz': unknown token 'x'"));
+        let e = resolve(&user(None, Some("1s")), &SiteConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("add --lama-map=LAYOUT"));
+        let strict = SiteConfig {
+            user_options: false,
+            ..SiteConfig::default()
+        };
+        let e = resolve(&user(Some("scbnh"), None), &strict).unwrap_err();
+        assert!(e.to_string().contains("user_options=no"));
+    }
+
+    #[test]
+    fn a_plan_stands_alone() {
+        let mut u = user(Some("scbnh"), None);
+        u.plan = Some("plan.lama".into());
+        let e = resolve(&u, &SiteConfig::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--lama-plan cannot be combined with --lama-map"),
+            "{e}"
+        );
+        let alone = UserOptions {
+            plan: Some("plan.lama".into()),
+            ..UserOptions::default()
+        };
+        assert_eq!(resolve(&alone, &SiteConfig::default()), Ok(None));
+    }
+}

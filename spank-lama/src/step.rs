@@ -1,0 +1,272 @@
+//! slurmstepd, once per step before its tasks fork (`user_init`): what LAMA does with the
+//! step, and this node's placement. The result, a [`Step`], is inherited by every task.
+
+use crate::config::SiteConfig;
+use crate::error::StepError;
+use crate::placement::{self, TaskPlacement};
+use crate::plan_file::{self, PLAN_VARIABLE};
+use crate::request::{StepRequest, UserOptions};
+use crate::step_cpus::{self, StepCpus};
+use crate::{inherited, topology};
+use lama_engine::{Bind, CpuList, Membind, PlanFile};
+use slurm_spank::{spank_log_user, SpankHandle};
+
+/// What LAMA does in this step on this node.
+#[derive(Debug, Clone, Default)]
+pub enum Step {
+    /// Nothing: no LAMA request, a step LAMA never places, or its CPUs could not be known.
+    #[default]
+    Untouched,
+    /// Placed by a layout.
+    Layout {
+        /// The request, with the binding this node uses.
+        request: StepRequest,
+        /// `-c` and what Slurm counts as a CPU here.
+        cpus: StepCpus,
+        /// One per local task, by local task id.
+        tasks: Vec<TaskPlacement>,
+    },
+    /// Placed by a `lama plan` plan.
+    Planned {
+        /// The memory binding.
+        membind: Membind,
+        /// Print the per-task line.
+        verbose: bool,
+        /// One per local task, by local task id.
+        tasks: Vec<TaskPlacement>,
+    },
+}
+
+/// Step ids of the steps LAMA never places: the batch script, the extern step and salloc's
+/// interactive step (`slurm.h`: `SLURM_BATCH_SCRIPT`, `SLURM_EXTERN_CONT`,
+/// `SLURM_INTERACTIVE_STEP`, `SLURM_PENDING_STEP`).
+const SPECIAL_STEPS: [u32; 4] = [0xffff_fffb, 0xffff_fffc, 0xffff_fffa, 0xffff_fffd];
+
+/// A variable of the step's environment, if it is there and not absurdly long.
+fn env(spank: &SpankHandle, name: &str) -> Option<String> {
+    crate::bounded::env_value(spank.getenv(name).ok().flatten())
+}
+
+/// Whether LAMA leaves this step alone whatever it asks for: the batch, extern and interactive
+/// steps, and an `srun --cpu-bind=none` without `--lama-*` options of its own (a launcher's
+/// daemons, see [`inherited`]).
+pub fn leave_alone(spank: &SpankHandle, node: &str) -> Result<bool, slurm_spank::SpankError> {
+    if SPECIAL_STEPS.contains(&spank.job_stepid()?) {
+        return Ok(true);
+    }
+    if env(spank, inherited::OWN_OPTIONS_VARIABLE).as_deref() == Some("0")
+        && env(spank, "SLURM_CPU_BIND_TYPE")
+            .is_some_and(|t| lama_slurm::cpu_bind::cpu_bind_none(&t))
+    {
+        tracing::info!(
+            node,
+            "lama: srun --cpu-bind=none without --lama-* options of its own (a launcher's \
+             daemons): LAMA leaves the step alone"
+        );
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// The global ranks of this node's tasks, by local task id.
+fn global_ranks(spank: &SpankHandle) -> Result<Vec<u32>, String> {
+    let ntasks = spank.job_local_task_count().map_err(|e| e.to_string())?;
+    (0..ntasks)
+        .map(|local| spank.local_to_global_id(local).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// This node's placement of a step by a layout, or why not.
+pub fn by_layout(
+    spank: &SpankHandle,
+    site: &SiteConfig,
+    node: &str,
+    request: &StepRequest,
+) -> Result<Step, StepError> {
+    let (resolved, micros) = topology::for_step(site, node)?;
+    let job = spank.job_id().map_err(|e| e.to_string())?;
+    let step = spank.job_stepid().map_err(|e| e.to_string())?;
+    let cpus =
+        step_cpus::here(spank, &resolved.machine, job, step).map_err(StepError::CpusUnknown)?;
+    let mut machine = resolved.machine.restrict(&cpus);
+    // --threads-per-core=1 (also implied by --hint=nomultithread): one thread per core, even
+    // where the cpuset holds more.
+    if env(spank, "SLURM_THREADS_PER_CORE").as_deref() == Some("1") {
+        machine = machine.restrict(&placement::one_thread_per_core(&machine));
+    }
+    if machine.available().is_empty() {
+        return Err(StepError::Failed(format!(
+            "the step's CPUs ({cpus}) are not in this node's topology ({})",
+            resolved.machine.name()
+        )));
+    }
+    let globals = global_ranks(spank)?;
+    let per_task = step_cpus::per_task(
+        spank,
+        site,
+        &resolved.machine,
+        globals.len() as u32,
+        cpus.len() as u32,
+    );
+    let overcommit =
+        env(spank, "SLURM_OVERCOMMIT").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("yes"));
+    let local =
+        placement::place_local(&machine, request, &globals, overcommit, per_task).map_err(|e| {
+            match e {
+                lama_engine::PlaceError::Oversubscribed { .. } => {
+                    format!("{e} (to oversubscribe: srun --overcommit)")
+                }
+                other => other.to_string(),
+            }
+        })?;
+    let request = StepRequest {
+        bind: Some(local.bind),
+        ..request.clone()
+    };
+    tracing::info!(
+        node, job, step, source = %resolved.source, topology_us = micros, cpus = %cpus,
+        cpus_per_task = per_task.per_task, cpu_unit = per_task.unit.name(),
+        "lama: placed {} task(s) with layout {} binding {} membind {}",
+        globals.len(), request.layout, local.bind, request.membind
+    );
+    step_messages(spank, node, &machine, &request, local.narrower.as_deref());
+    Ok(Step::Layout {
+        request,
+        cpus: per_task,
+        tasks: local.tasks,
+    })
+}
+
+/// What concerns the whole step, said once, by its first node: a binding narrower than `-c`,
+/// `--cpu-bind` replaced by LAMA's binding, and with `--lama-verbose` the distribution hint.
+fn step_messages(
+    spank: &SpankHandle,
+    node: &str,
+    machine: &lama_engine::Machine,
+    request: &StepRequest,
+    narrower: Option<&str>,
+) {
+    let first_node = spank.job_nodeid().unwrap_or(0) == 0;
+    if let Some(warning) = narrower {
+        tracing::warn!(node, "lama: {warning}");
+        if first_node {
+            spank_log_user!("lama: {node}: {warning}");
+        }
+    }
+    if !first_node {
+        return;
+    }
+    if request.binding() != Bind::None {
+        let asked = env(spank, "SLURM_CPU_BIND_TYPE");
+        if let Some(kind) = asked
+            .as_deref()
+            .and_then(lama_slurm::cpu_bind::explicit_cpu_bind)
+        {
+            spank_log_user!(
+                "lama: {node}: warning: --cpu-bind={kind} and LAMA both bind the tasks; LAMA's \
+                 binding ({}) replaces Slurm's. Give --cpu-bind=none, or --lama-bind=none to \
+                 keep Slurm's",
+                request.binding()
+            );
+        }
+    }
+    if request.verbose {
+        let layout = lama_engine::Request {
+            bind: request.binding(),
+            mppr: request.mppr.clone(),
+            order: request.order,
+            ..lama_engine::Request::new(request.layout.clone(), 0)
+        };
+        if let Some(hint) = lama_slurm::distribution::hint(
+            machine,
+            &layout,
+            node,
+            spank.job_nnodes().unwrap_or(1),
+            env(spank, "SLURM_DISTRIBUTION").as_deref(),
+            env(spank, "SLURM_JOB_CPUS_PER_NODE").as_deref(),
+        ) {
+            spank_log_user!("lama: {hint}");
+        }
+    }
+}
+
+/// This node's tasks from the `lama plan` plan that travelled with the step, or why not.
+pub fn by_plan(
+    spank: &SpankHandle,
+    site: &SiteConfig,
+    node: &str,
+    user: &UserOptions,
+) -> Result<Step, StepError> {
+    let text = env(spank, PLAN_VARIABLE).ok_or(
+        "the plan did not reach this node: it travels in the job's environment (srun \
+         --export=NONE drops it)",
+    )?;
+    let file = PlanFile::parse(&text).map_err(|e| format!("the plan is malformed: {e}"))?;
+    let membind = match &user.membind {
+        Some(m) => Membind::parse(m).map_err(|d| d.headline())?,
+        None => site.membind,
+    };
+    let (resolved, micros) = topology::for_step(site, node)?;
+    let job = spank.job_id().map_err(|e| e.to_string())?;
+    let step = spank.job_stepid().map_err(|e| e.to_string())?;
+    let cpus: CpuList =
+        step_cpus::here(spank, &resolved.machine, job, step).map_err(StepError::CpusUnknown)?;
+    let globals = global_ranks(spank)?;
+    let total = spank.job_total_task_count().map_err(|e| e.to_string())?;
+    let verbose = user.verbose || site.verbose;
+    // Plans name Slurm's nodes, which need not be the kernel's host names.
+    let slurm_node = slurm_node_name(spank)?;
+    let here = plan_file::StepHere {
+        node: &slurm_node,
+        globals: &globals,
+        total,
+        cpus: &cpus,
+    };
+    let tasks = plan_file::planned_tasks(&resolved.machine, &file, &here, verbose, user.omp)?;
+    tracing::info!(node, job, step, source = %resolved.source, topology_us = micros,
+        cpus = %cpus, "lama: applied a plan to {} task(s)", globals.len());
+    Ok(Step::Planned {
+        membind,
+        verbose,
+        tasks,
+    })
+}
+
+/// This node's name as Slurm knows it (its `NodeName`, which need not be the kernel's host
+/// name): its place in the step's node list (`S_JOB_NODEID` in `SLURM_STEP_NODELIST`).
+fn slurm_node_name(spank: &SpankHandle) -> Result<String, String> {
+    let list = env(spank, "SLURM_STEP_NODELIST")
+        .ok_or("SLURM_STEP_NODELIST is not in the step's environment")?;
+    let id = spank
+        .job_nodeid()
+        .map_err(|e| format!("S_JOB_NODEID: {e}"))?;
+    nth_node(&list, id)
+}
+
+/// The `id`th name of a Slurm hostlist.
+fn nth_node(list: &str, id: u32) -> Result<String, String> {
+    let names = lama_slurm::hostlist::expand(list)?;
+    names.get(id as usize).cloned().ok_or_else(|| {
+        format!(
+            "S_JOB_NODEID {id} is beyond the step's {} node(s) ({list})",
+            names.len()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nth_node;
+
+    #[test]
+    fn the_node_is_found_by_its_place_in_the_step() {
+        assert_eq!(nth_node("c[01-03],gpu7", 1).unwrap(), "c02");
+        assert_eq!(nth_node("c[01-03],gpu7", 3).unwrap(), "gpu7");
+        let e = nth_node("c[01-03]", 3).unwrap_err();
+        assert_eq!(
+            e,
+            "S_JOB_NODEID 3 is beyond the step's 3 node(s) (c[01-03])"
+        );
+        assert!(nth_node("c[01-", 0).is_err());
+    }
+}

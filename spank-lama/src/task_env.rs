@@ -1,0 +1,223 @@
+//! What each task gets besides its CPUs: its memory policy, its `LAMA_*` and OpenMP
+//! variables, and the `--lama-verbose` line.
+
+use crate::placement::{StepCpus, TaskPlacement};
+use crate::request::StepRequest;
+use lama_engine::{Bind, CpuList, Membind};
+
+/// The CPU set as a hexadecimal mask, as Slurm's `cpu-bind` lines print it.
+pub fn hex_mask(cpus: &CpuList) -> String {
+    let Some(&max) = cpus.cpus().last() else {
+        return "0x0".to_string();
+    };
+    let mut words = vec![0u32; max as usize / 32 + 1];
+    for &c in cpus.cpus() {
+        words[c as usize / 32] |= 1 << (c % 32);
+    }
+    let mut s = String::from("0x");
+    for (i, w) in words.iter().rev().enumerate() {
+        if i == 0 {
+            s += &format!("{w:X}");
+        } else {
+            s += &format!("{w:08X}");
+        }
+    }
+    s
+}
+
+/// The `--lama-verbose` line for one task, in the style of Slurm's
+/// `cpu-bind=MASK - node, task 0 0 [pid]: mask 0x3 set`.
+pub fn verbose_line(
+    plan: &StepRequest,
+    node: &str,
+    local: u32,
+    pid: u32,
+    task: &TaskPlacement,
+) -> String {
+    let bind = plan.binding();
+    let action = if bind == Bind::None {
+        "not bound".to_string()
+    } else {
+        format!("mask {} set (cpus {})", hex_mask(&task.cpus), task.cpus)
+    };
+    let memory = match (plan.membind, bind) {
+        (Membind::None, _) => String::new(),
+        (m, Bind::None) => format!(", memory not bound ({m} needs a CPU binding)"),
+        (m, _) if task.mems.is_empty() => {
+            format!(", memory not bound ({m}: the topology names no NUMA node)")
+        }
+        (m, _) => format!(", mems {} {m}", task.mems),
+    };
+    format!(
+        "lama-bind={bind} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action}{memory}, mapped \
+         PU L#{} P#{} {}",
+        plan.layout, task.global, local, task.pu_logical, task.pu_os, task.picture
+    )
+}
+
+/// Whether a task's memory policy is to be set, and to which NUMA nodes (OS indexes).
+pub fn memory_binding(plan: &StepRequest, task: &TaskPlacement) -> Option<(Membind, CpuList)> {
+    (plan.membind != Membind::None && plan.binding() != Bind::None && !task.mems.is_empty())
+        .then(|| (plan.membind, task.mems.clone()))
+}
+
+/// The variables set in each task's environment: `LAMA_*` (`LAMA_MEMS` and `LAMA_MEMBIND` when
+/// memory is bound), and with `--lama-omp` and a binding, `OMP_PLACES` and
+/// `OMP_PROC_BIND=close` (the plugin also sets `OMP_NUM_THREADS` when the job does not set it).
+pub fn task_environment(plan: &StepRequest, task: &TaskPlacement) -> Vec<(&'static str, String)> {
+    let bind = plan.binding();
+    let mut env = vec![
+        ("LAMA_LAYOUT", plan.layout.to_string()),
+        ("LAMA_BIND", bind.to_string()),
+        ("LAMA_MPPR", plan.mppr.to_string()),
+        ("LAMA_ORDER", plan.order.to_string()),
+        ("LAMA_CPUS", task.cpus.to_string()),
+        ("LAMA_PU", task.pu_os.to_string()),
+        ("LAMA_PU_LOGICAL", task.pu_logical.to_string()),
+    ];
+    if let Some((policy, mems)) = memory_binding(plan, task) {
+        env.push(("LAMA_MEMS", mems.to_string()));
+        env.push(("LAMA_MEMBIND", policy.to_string()));
+    }
+    if plan.omp && bind != Bind::None {
+        env.push(("OMP_PLACES", task.omp_places.clone()));
+        env.push(("OMP_PROC_BIND", "close".to_string()));
+    }
+    env
+}
+
+/// `OMP_NUM_THREADS` for a task with `--lama-omp` (when the job does not set it): `-c` when
+/// given, else one thread per place.
+pub fn omp_threads(cpus: StepCpus, task: &TaskPlacement) -> usize {
+    if cpus.per_task > 1 {
+        cpus.per_task as usize
+    } else {
+        task.omp_place_count
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SiteConfig;
+    use crate::placement::place_local;
+    use crate::request::{resolve, tests::user, UserOptions};
+    use lama_engine::Machine;
+
+    #[test]
+    fn verbose_line_and_environment() {
+        let m = Machine::synthetic("pack:2 core:2 pu:2").unwrap();
+        let mut plan = resolve(&user(Some("scbnh"), Some("1c")), &SiteConfig::default())
+            .unwrap()
+            .unwrap();
+        plan.verbose = true;
+        let tasks = place_local(&m, &plan, &[0, 1], false, StepCpus::default())
+            .unwrap()
+            .tasks;
+        assert_eq!(
+            verbose_line(&plan, "node1", 1, 4242, &tasks[1]),
+            "lama-bind=1c layout=scbnh - node1, task  1  1 [4242]: mask 0x30 set (cpus 4-5), \
+             mapped PU L#4 P#4 [../..][BB/..]"
+        );
+        let env = task_environment(&plan, &tasks[1]);
+        assert!(env.contains(&("LAMA_CPUS", "4-5".to_string())));
+        assert!(env.contains(&("LAMA_LAYOUT", "scbnh".to_string())));
+        assert!(!env.iter().any(|(k, _)| k.starts_with("OMP_")));
+    }
+
+    #[test]
+    fn openmp_places_follow_the_binding() {
+        // Scrambled OS indexes: core 0 holds P#0 and P#2, core 1 holds P#1 and P#3.
+        let mut b = lama_engine::MachineBuilder::new("scrambled");
+        for os in [0, 2, 1, 3] {
+            b.pu(os, true);
+        }
+        b.object(lama_engine::Level::Core, Some(0), &[0, 2]);
+        b.object(lama_engine::Level::Core, Some(1), &[1, 3]);
+        let m = b.build().unwrap();
+        let user = UserOptions {
+            map: Some("cnh".into()),
+            bind: Some("1n".into()),
+            omp: true,
+            ..UserOptions::default()
+        };
+        let plan = resolve(&user, &SiteConfig::default()).unwrap().unwrap();
+        let tasks = place_local(&m, &plan, &[0], false, StepCpus::default())
+            .unwrap()
+            .tasks;
+        assert_eq!(
+            (tasks[0].omp_places.as_str(), tasks[0].omp_place_count),
+            ("{0,2},{1,3}", 2)
+        );
+        let env = task_environment(&plan, &tasks[0]);
+        assert!(env.contains(&("OMP_PLACES", "{0,2},{1,3}".to_string())));
+        assert!(env.contains(&("OMP_PROC_BIND", "close".to_string())));
+        // No binding, no OpenMP places.
+        let plan = StepRequest {
+            bind: Some(Bind::None),
+            ..plan
+        };
+        let tasks = place_local(&m, &plan, &[0], false, StepCpus::default())
+            .unwrap()
+            .tasks;
+        assert!(!task_environment(&plan, &tasks[0])
+            .iter()
+            .any(|(k, _)| k.starts_with("OMP_")));
+    }
+
+    #[test]
+    fn memory_follows_the_cpu_binding() {
+        let m = Machine::synthetic("pack:2 numa:1 core:2 pu:1").unwrap();
+        let mut u = user(Some("scbnh"), Some("1c"));
+        u.membind = Some("local".into());
+        let mut plan = resolve(&u, &SiteConfig::default()).unwrap().unwrap();
+        plan.verbose = true;
+        let tasks = place_local(&m, &plan, &[0, 1], false, StepCpus::default())
+            .unwrap()
+            .tasks;
+        assert_eq!(tasks[1].mems.to_string(), "1");
+        assert_eq!(
+            memory_binding(&plan, &tasks[1]),
+            Some((Membind::Local, CpuList::from_cpus([1])))
+        );
+        let env = task_environment(&plan, &tasks[1]);
+        assert!(env.contains(&("LAMA_MEMS", "1".to_string())));
+        assert!(env.contains(&("LAMA_MEMBIND", "local".to_string())));
+        assert!(verbose_line(&plan, "n", 1, 1, &tasks[1]).contains("(cpus 2), mems 1 local,"));
+        // A whole-node binding touches both NUMA nodes.
+        plan.bind = Some(Bind::parse("1n").unwrap());
+        plan.membind = Membind::Preferred;
+        let tasks = place_local(&m, &plan, &[0], false, StepCpus::default())
+            .unwrap()
+            .tasks;
+        assert_eq!(
+            memory_binding(&plan, &tasks[0]).unwrap().1.to_string(),
+            "0-1"
+        );
+        // No CPU binding: memory is left alone, and the verbose line says why.
+        plan.bind = Some(Bind::None);
+        let tasks = place_local(&m, &plan, &[0], false, StepCpus::default())
+            .unwrap()
+            .tasks;
+        assert_eq!(memory_binding(&plan, &tasks[0]), None);
+        assert!(!task_environment(&plan, &tasks[0])
+            .iter()
+            .any(|(k, _)| *k == "LAMA_MEMS"));
+        assert!(verbose_line(&plan, "n", 0, 1, &tasks[0])
+            .contains("memory not bound (preferred needs a CPU binding)"));
+        // Bad values are refused like the other options.
+        let mut bad = user(Some("scbnh"), None);
+        bad.membind = Some("strict".into());
+        let e = resolve(&bad, &SiteConfig::default()).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("lama: --lama-membind: invalid memory binding 'strict'"));
+    }
+
+    #[test]
+    fn hex_masks() {
+        assert_eq!(hex_mask(&CpuList::new()), "0x0");
+        assert_eq!(hex_mask(&CpuList::from_cpus([0, 1])), "0x3");
+        assert_eq!(hex_mask(&CpuList::from_cpus([0, 33])), "0x200000001");
+    }
+}

@@ -10,7 +10,10 @@ trap 'rm -rf "$work"' EXIT
 
 # What each task reports, one line per task sorted by rank: "RANK HOST CPUS LAMA_CPUS".
 task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_CPUS-unset}"'
-# srun ARGS... with the task report; stdout to $work/out, stderr to $work/err, returns srun's status.
+# srun ARGS... with the task report; stdout to $work/out, stderr to $work/err. Returns srun's
+# status if srun failed; if it succeeded, fails unless the report has exactly one line per task
+# (ranks 0 to N-1, N being the -n/--ntasks given to srun or to the srun_prefix command), so
+# that a step whose tasks printed nothing, or only some of them, can never pass a comparison.
 # A caller may set (as locals) srun_prefix to run srun inside another command, e.g. salloc or
 # env, and task_report to have each task report something else (one line per task, rank first).
 srun_prefix=()
@@ -18,14 +21,54 @@ run_srun() {
     as_user "${srun_prefix[@]}" srun "$@" bash -c "$task_report" > "$work/out" 2> "$work/err"
     local rc=$?
     sort -n -o "$work/out" "$work/out"
-    return $rc
+    [ $rc -eq 0 ] || return $rc
+    report_complete "$(ntasks_of "${srun_prefix[@]}" "$@")"
 }
 
 fail() { echo "    $*" >&2; return 1; }
 
-# assert_eq WHAT EXPECTED ACTUAL
+# The task count in an srun/salloc/sbatch command line (-n N, -nN, --ntasks=N, --ntasks N; the
+# last one wins), or nothing if none is given.
+ntasks_of() {
+    local n=
+    while [ $# -gt 0 ]; do
+        case $1 in
+            -n|--ntasks) n=${2:-}; shift ;;
+            --ntasks=*) n=${1#--ntasks=} ;;
+            -n[0-9]*) n=${1#-n} ;;
+        esac
+        shift
+    done
+    echo "$n"
+}
+
+# report_complete [N]: $work/out has exactly one line for each of the ranks 0 to N-1 (rank
+# first), or, without N, at least one line and ranks 0 to (lines - 1).
+report_complete() {
+    local n=${1:-} got want
+    got=$(awk '{ print $1 }' "$work/out" | paste -sd' ')
+    [ -n "$n" ] || n=$(wc -l < "$work/out")
+    [ "$n" -gt 0 ] 2>/dev/null || { fail "the step's report is empty"; return 1; }
+    want=$(seq 0 $((n - 1)) | paste -sd' ')
+    [ "$got" == "$want" ] || fail "the step's report: expected one line per task for ranks [$want], got ranks [$got]"
+}
+
+# assert_eq WHAT EXPECTED ACTUAL: refuses an empty EXPECTED (an expectation computed from a
+# step that printed nothing would otherwise equal the nothing it is compared with); use
+# assert_empty for a value that must be empty.
 assert_eq() {
+    [ -n "$2" ] || { fail "$1: the expected value is empty (got [$3])"; return 1; }
     [ "$2" == "$3" ] || fail "$1: expected [$2], got [$3]"
+}
+# assert_empty WHAT ACTUAL
+assert_empty() {
+    [ -z "$2" ] || fail "$1: expected nothing, got [$2]"
+}
+# assert_ne WHAT UNWANTED ACTUAL: ACTUAL is not empty and differs from UNWANTED (a run without
+# the option under test must give something else than the run with it).
+assert_ne() {
+    [ -n "$3" ] || { fail "$1: got nothing"; return 1; }
+    [ "$2" != "$3" ] || fail "$1: both gave [$3]"
 }
 
 # Polls CMD... (quietly) until it succeeds, at most SECONDS: wait_for SECONDS CMD...
@@ -47,18 +90,24 @@ actual_cpus() { awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $3 }' "$work/o
 # rank order) placed on that node's topology restricted to CPUS (default: the node's CPUs),
 # with the lama options given. Prints "host:cpus" per rank like actual_cpus.
 # predict [--restrict CPUS] LAMA-MAP-ARGS...
+# It refuses to predict from an empty report, and when `lama map` fails or places fewer
+# processes than the node has tasks it prints PREDICTION-FAILED (never a CPU list), so the
+# comparison it feeds fails too.
 predict() {
     local restrict=() ; if [ "$1" == "--restrict" ]; then restrict=(--restrict "$2"); shift 2; fi
+    [ -s "$work/out" ] || { fail "predict: the step printed no task report"; echo PREDICTION-FAILED; return 1; }
     local -A cpus_of
     local host
     for host in $(awk '{ print $2 }' "$work/out" | sort -u); do
         local ranks np json
         ranks=$(awk -v h="$host" '$2 == h { print $1 }' "$work/out" | sort -n)
         np=$(echo "$ranks" | wc -l)
-        json=$("$lama" map --topology "$work/$host.xml" --np "$np" "${restrict[@]}" "$@" --json) || return 1
+        json=$("$lama" map --topology "$work/$host.xml" --np "$np" "${restrict[@]}" "$@" --json) \
+            || { fail "predict: lama map for $host failed"; echo PREDICTION-FAILED; return 1; }
         local k=0 r
         for r in $ranks; do
-            cpus_of[$r]=$(echo "$json" | jq -r ".processes[$k].cpus | map(tostring) | join(\",\")")
+            cpus_of[$r]=$(echo "$json" | jq -er ".processes[$k].cpus | map(tostring) | join(\",\")") && [ -n "${cpus_of[$r]}" ] \
+                || { fail "predict: lama map gave no CPUs for rank $r (process $k on $host)"; echo PREDICTION-FAILED; return 1; }
             k=$((k + 1))
         done
     done

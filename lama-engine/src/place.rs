@@ -27,12 +27,11 @@
 //!   [`place_cpus_per_task`] binds each process to exactly the N CPUs it was given (3 CPUs on
 //!   cores of two threads: `3h`, consecutive, disjoint) instead of refusing CPUs that were
 //!   allocated; when even that does not fit, the job is oversubscribed.
-//! - **A binding the user asked for** (`--lama-bind`, `lama map --bind`, the site's `bind=`):
-//!   it may overlap others, as its width asks (`1s` while mapping by core, `2c` over an odd
-//!   number of cores), and [`Placement::overlap_warning`] names who shares what. But one binding
-//!   holds at most as many processes as it has cores (hardware threads outside cores count one
-//!   each) in a pass: `1c` holds one process per core, so 40 processes at `1c` on 36 cores of
-//!   two threads are oversubscribed, not doubled up on the second threads.
+//! - **A binding the user asked for** (an explicit width): asking for it is asking for what it
+//!   implies, as with Slurm's own `--cpu-bind=cores`. It may overlap others (`1s` while mapping
+//!   by core, `2c` over an odd number of cores, `1c` for two processes mapped to the two
+//!   threads of a core), and [`Placement::overlap_warning`] names who shares which CPUs, so that
+//!   it never passes silently. Each mapped PU still takes one process per pass.
 //! - **Without binding**, the mapped PU is the resource.
 //!
 //! Oversubscribed passes (only with `Request::oversubscribe`) ignore MPPR limits but still
@@ -105,15 +104,11 @@ pub enum PlaceError {
          {bind}{mppr} offers {placed} positions on {nodes} node(s){why}; allow oversubscription, \
          ask for fewer processes, or use a smaller binding width or looser MPPR limits",
         mppr = if mppr.is_empty() { String::new() } else { format!(" and MPPR {mppr}") },
-        why = match (*shared, *exclusive) {
-            (0, _) => String::new(),
-            (n, true) => format!(
+        why = match *shared {
+            0 => String::new(),
+            n => format!(
                 " (its other {n} position(s) would share CPUs with a process already placed, \
                  which the default binding never does)"
-            ),
-            (n, false) => format!(
-                " (its other {n} position(s) would put more processes on one {bind} binding than \
-                 the binding has cores)"
             ),
         }
     )]
@@ -130,11 +125,9 @@ pub enum PlaceError {
         mppr: Mppr,
         /// How many nodes.
         nodes: usize,
-        /// Positions of the pass left out because their binding would share CPUs beyond what
-        /// the binding allows (see [`place`]).
+        /// Positions of the pass left out because their default binding would share CPUs with
+        /// a process already placed (see [`place`]).
         shared: u32,
-        /// Whether the binding was the default for `-c`, which never shares CPUs.
-        exclusive: bool,
     },
     /// A whole pass placed nothing.
     #[error("placed 0 of {requested} processes: no usable resources: {why}")]
@@ -297,9 +290,6 @@ struct NodeView {
     /// For each PU, the first binding object if the binding fits from there, else `NONE`.
     /// With blocks (the exact `-c` fallback), the first object of the PU's block.
     bind_start: Vec<u32>,
-    /// For each PU, its core (`NONE`: unavailable or outside every core); only for a binding
-    /// the user asked for, whose capacity is counted in cores.
-    core_of: Vec<u32>,
     /// One entry per MPPR limit.
     limits: Vec<LimitView>,
 }
@@ -447,12 +437,6 @@ impl NodeView {
                 (Some(b), starts)
             }
         };
-        // For the overload rule: the core of each available PU (`NONE`: no core above it).
-        let core_of = if req.bind != Bind::None && !req.bind_within && !blocks {
-            LevelObjs::new(m, Level::Core).of_pu
-        } else {
-            Vec::new()
-        };
         let limits = req
             .mppr
             .limits()
@@ -492,7 +476,6 @@ impl NodeView {
             table: Vec::new(),
             bind,
             bind_start,
-            core_of,
             limits,
         }
     }
@@ -748,26 +731,17 @@ fn place_with<'m>(
     }
 
     // Sharing. `uses`: processes mapped to each PU (per node, by logical index). `load`
-    // (bindings that must not share: the -c default): processes bound to each PU. `same` and
-    // `capacity` (bindings the user asked for): processes per binding, and its cores.
-    let sharing = if bind_level.is_none() {
-        Sharing::MappedPu
-    } else if req.bind_within || blocks {
+    // (bindings that must not share: the default binding): processes bound to each PU.
+    let sharing = if bind_level.is_some() && (req.bind_within || blocks) {
         Sharing::Never
     } else {
-        Sharing::Cores
+        Sharing::MappedPu
     };
     let mut pu_base = Vec::with_capacity(nodes.len());
-    let mut bind_base = Vec::with_capacity(nodes.len());
-    let (mut total_pus, mut total_binds) = (0usize, 0usize);
-    for (&m, &v) in nodes.iter().zip(&node_view) {
+    let mut total_pus = 0usize;
+    for &m in nodes {
         pu_base.push(total_pus);
-        bind_base.push(total_binds);
         total_pus += m.pus().len();
-        total_binds += views[v as usize]
-            .bind
-            .as_ref()
-            .map_or(0, |b| b.ranges.len());
     }
     let mut uses = vec![0u32; total_pus];
     let mut load = vec![
@@ -778,11 +752,6 @@ fn place_with<'m>(
             0
         }
     ];
-    let (mut same, mut capacity) = if sharing == Sharing::Cores {
-        (vec![0u32; total_binds], vec![0u32; total_binds])
-    } else {
-        (Vec::new(), Vec::new())
-    };
 
     let np = req.np as usize;
     let mut processes: Vec<Process> = Vec::with_capacity(np);
@@ -829,20 +798,6 @@ fn place_with<'m>(
                                 }
                             }
                             free
-                        }
-                        (Sharing::Cores, Some(_)) => {
-                            let slot = bind_base[node as usize] + bind_start as usize;
-                            same[slot] == 0 || {
-                                if capacity[slot] == 0 {
-                                    capacity[slot] = cores_in_binding(
-                                        nodes[node as usize],
-                                        view,
-                                        bind_start,
-                                        bind_count,
-                                    );
-                                }
-                                same[slot] < capacity[slot].saturating_mul(share_max)
-                            }
                         }
                         _ => true,
                     };
@@ -895,19 +850,13 @@ fn place_with<'m>(
                 }
                 if fits {
                     uses[pbase + pu as usize] += 1;
-                    match (sharing, &view.bind) {
-                        (Sharing::Never, Some(b)) => {
-                            for o in bind_start..bind_start + bind_count {
-                                let (s, e) = b.ranges[o as usize];
-                                for q in s..e {
-                                    load[pbase + q as usize] += 1;
-                                }
+                    if let (Sharing::Never, Some(b)) = (sharing, &view.bind) {
+                        for o in bind_start..bind_start + bind_count {
+                            let (s, e) = b.ranges[o as usize];
+                            for q in s..e {
+                                load[pbase + q as usize] += 1;
                             }
                         }
-                        (Sharing::Cores, Some(_)) => {
-                            same[bind_base[node as usize] + bind_start as usize] += 1;
-                        }
-                        _ => {}
                     }
                     processes.push(Process {
                         node,
@@ -954,7 +903,6 @@ fn place_with<'m>(
                     mppr: req.mppr.clone(),
                     nodes: nodes.len(),
                     shared: shared_skips,
-                    exclusive: sharing == Sharing::Never,
                 });
             }
         } else if placed > 0 {
@@ -991,38 +939,10 @@ fn place_with<'m>(
 /// How a pass decides whether a position's binding may be shared with earlier processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sharing {
-    /// No binding: the mapped PU is the resource.
+    /// No binding, or a binding the user asked for: the mapped PU is the resource.
     MappedPu,
-    /// The default binding for `-c`: no bound PU is shared.
+    /// The default binding: no bound PU is shared.
     Never,
-    /// A binding the user asked for: one binding holds as many processes as it has cores.
-    Cores,
-}
-
-/// The cores among the available PUs of a binding (a PU outside every core counts as one).
-fn cores_in_binding(m: &Machine, view: &NodeView, start: u32, count: u32) -> u32 {
-    let Some(b) = &view.bind else { return 1 };
-    let mut cores = 0u32;
-    let mut last = NONE;
-    for o in start..start.saturating_add(count) {
-        let Some(&(s, e)) = b.ranges.get(o as usize) else {
-            break;
-        };
-        for q in s..e {
-            if !m.pus().get(q as usize).is_some_and(|p| p.available) {
-                continue;
-            }
-            match view.core_of.get(q as usize).copied().unwrap_or(NONE) {
-                NONE => cores += 1,
-                c if c != last => {
-                    cores += 1;
-                    last = c;
-                }
-                _ => {}
-            }
-        }
-    }
-    cores.max(1)
 }
 
 fn no_resource_reason(nodes: &[&Machine], req: &Request) -> String {

@@ -211,13 +211,11 @@ fn defect_default_mppr_is_none() {
     let p = place(&[&m], &req).unwrap();
     assert_eq!(p.passes(), 1);
     assert_eq!(cpus(&p), ["0", "2", "1", "3"]);
-    // A core binding holds one process per core (Open MPI's overload rule), not an MPPR: the
-    // second thread of a core is not a free position for a second `1c` process.
-    let e = place(&[&m], &request("csbnh", "1c", 4)).unwrap_err();
-    assert!(
-        matches!(e, PlaceError::Oversubscribed { placed: 2, .. }),
-        "{e}"
-    );
+    // An explicit core binding on both threads of each core: asked for, so the two processes
+    // of a core share it, and the placement says so.
+    let p = place(&[&m], &request("csbnh", "1c", 4)).unwrap();
+    assert_eq!(cpus(&p), ["0-1", "2-3", "0-1", "2-3"]);
+    assert_eq!(p.overlaps().len(), 2);
 }
 
 #[test]
@@ -617,41 +615,27 @@ fn the_widened_binding_alone_never_shares() {
 }
 
 #[test]
-fn more_core_bindings_than_cores_is_oversubscription() {
-    // 40 ranks bound to one core each on 36 cores of 2 threads: the second threads are not
-    // free positions for another core binding.
+fn more_core_bindings_than_cores_share_and_say_so() {
+    // 40 ranks with an explicit 1c on 36 cores of 2 threads: ranks 36-39 map to the second
+    // threads of cores 0-3 and share those cores with ranks 0-3; the warning names them.
     let m = synth("pack:2 core:18 pu:2");
-    let mut req = request("csbnh", "1c", 40);
-    let e = place(&[&m], &req).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            PlaceError::Oversubscribed {
-                placed: 36,
-                requested: 40,
-                ..
-            }
-        ),
-        "{e}"
-    );
-    let text = e.to_string();
-    assert!(
-        text.starts_with("placed 36 of 40 processes: oversubscribed;"),
-        "{text}"
-    );
-    assert!(
-        text.contains("would put more processes on one 1c binding than the binding has cores"),
-        "{text}"
-    );
-    // With oversubscription the extra ranks share cores 0-3, on their second threads.
-    req.oversubscribe = true;
-    let p = place(&[&m], &req).unwrap();
-    assert_eq!(p.passes(), 2);
+    let p = place(&[&m], &request("csbnh", "1c", 40)).unwrap();
+    assert_eq!(p.passes(), 1);
     assert_eq!(cpus(&p)[36..], ["0-1", "2-3", "4-5", "6-7"]);
     assert_eq!(
         p.processes()[36..].iter().map(|x| x.pu).collect::<Vec<_>>(),
         [1, 3, 5, 7]
     );
+    let w = p.overlap_warning(|r| r).unwrap();
+    assert!(
+        w.starts_with("warning: binding 1c makes tasks share CPUs: ranks 0 and 36 share CPUs 0-1;"),
+        "{w}"
+    );
+    // The default binding never does: one hardware thread each for the last ranks instead.
+    let mut req = request("csbnh", "1c", 40);
+    req.bind_within = true;
+    let p = place(&[&m], &req);
+    assert!(p.map_or(true, |p| p.overlaps().is_empty()));
 }
 
 #[test]
@@ -735,10 +719,10 @@ proptest! {
         }
     }
 
-    /// A binding the user asked for may overlap others, but no more processes share one
-    /// binding than it has cores (hardware threads where there are no cores), within a pass.
+    /// A binding the user asked for may overlap others, but never silently: every CPU that
+    /// two processes' bindings share is in the overlap report.
     #[test]
-    fn explicit_bindings_are_not_overloaded(
+    fn explicit_overlaps_are_all_reported(
         a in restricted_machine(),
         layout in layout(),
         bind in bind(),
@@ -747,26 +731,19 @@ proptest! {
         let mut req = Request::new(layout, np);
         req.bind = bind;
         let Ok(p) = place(&[&a], &req) else { return Ok(()) };
-        prop_assert_eq!(p.passes() <= 1, true);
-        let mut groups: std::collections::HashMap<Vec<u32>, u32> = Default::default();
+        let mut seen: std::collections::HashMap<u32, u32> = Default::default();
         for r in 0..p.len() {
-            *groups.entry(p.info(r).bound_logical).or_default() += 1;
-        }
-        for (pus, users) in groups {
-            if pus.is_empty() {
-                continue;
+            for &c in p.info(r).cpus.cpus() {
+                *seen.entry(c).or_default() += 1;
             }
-            let cores = a.objects(Level::Core);
-            let mut touched: Vec<i64> = pus
-                .iter()
-                .map(|&q| match cores.iter().position(|c| c.pus.contains(&q)) {
-                    Some(c) => c as i64,
-                    None => -1 - i64::from(q),
-                })
-                .collect();
-            touched.sort_unstable();
-            touched.dedup();
-            prop_assert!(users as usize <= touched.len(), "{} processes on {:?}", users, pus);
+        }
+        let reported: std::collections::HashSet<u32> = p
+            .overlaps()
+            .iter()
+            .flat_map(|o| o.cpus.cpus().to_vec())
+            .collect();
+        for (cpu, users) in seen {
+            prop_assert_eq!(users > 1, reported.contains(&cpu), "CPU {}", cpu);
         }
     }
 }

@@ -30,8 +30,12 @@ pub struct LocalPlacement {
     /// One entry per local task, indexed by local task id.
     pub tasks: Vec<TaskPlacement>,
     /// When a binding that was asked for covers fewer CPUs than `-c` gave each task: the warning
-    /// for the user.
+    /// for the user (the same on every node: said once per step).
     pub narrower: Option<String>,
+    /// What this node's placement tells the user about this node: the fallback from the
+    /// widened default binding to exact CPUs, and bindings that were asked for and share CPUs
+    /// (named by global rank). Said by each node where it happens.
+    pub here: Vec<String>,
 }
 
 /// Where one local task goes.
@@ -125,8 +129,6 @@ pub fn place_local(
         }
         _ => None,
     };
-    // What the user sees once per step: the narrower binding, the fallback to exact CPUs, and
-    // bindings that were asked for and share CPUs (named by global rank).
     let fallback = if bind_within {
         lama_slurm::cpus_per_task::exact_fallback_note(
             widened,
@@ -145,15 +147,11 @@ pub fn place_local(
             .copied()
             .unwrap_or(k)
     });
-    let notes: Vec<String> = [narrower, fallback, overlap]
-        .into_iter()
-        .flatten()
-        .collect();
-    let narrower = (!notes.is_empty()).then(|| notes.join("; "));
     Ok(LocalPlacement {
         bind,
         tasks: out.into_iter().flatten().collect(),
         narrower,
+        here: [fallback, overlap].into_iter().flatten().collect(),
     })
 }
 
@@ -301,7 +299,8 @@ mod tests {
         assert_eq!(local.bind.to_string(), "3h");
         let cpus: Vec<String> = local.tasks.iter().map(|t| t.cpus.to_string()).collect();
         assert_eq!(cpus, ["0-2", "3-5", "6-8", "9-11"]);
-        let note = local.narrower.unwrap();
+        assert_eq!(local.narrower, None);
+        let note = local.here.join("; ");
         assert!(
             note.starts_with("note: the default binding 2c cannot give 4 task(s)"),
             "{note}"
@@ -313,20 +312,21 @@ mod tests {
         assert_eq!(local.bind.to_string(), "1h");
         let cpus: Vec<String> = local.tasks.iter().map(|t| t.cpus.to_string()).collect();
         assert_eq!(cpus, ["0", "1"]);
-        // A binding that was asked for: two tasks on one core is an overload, refused unless
-        // --overcommit.
+        // A binding that was asked for: the two tasks share the core, as asked, and the step
+        // says so, naming the global ranks.
         let asked = resolve(&user(Some("csbnh"), Some("1c")), &SiteConfig::default())
             .unwrap()
             .unwrap();
-        let e = place_local(&node2, &asked, &[4, 5], false, StepCpus::default()).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("placed 1 of 2 processes: oversubscribed"),
-            "{e}"
-        );
-        let local = place_local(&node2, &asked, &[4, 5], true, StepCpus::default()).unwrap();
+        let local = place_local(&node2, &asked, &[4, 5], false, StepCpus::default()).unwrap();
         let cpus: Vec<String> = local.tasks.iter().map(|t| t.cpus.to_string()).collect();
         assert_eq!(cpus, ["0-1", "0-1"]);
+        let warning = local.here.join("; ");
+        assert!(
+            warning.starts_with(
+                "warning: binding 1c makes tasks share CPUs: ranks 4 and 5 share CPUs 0-1."
+            ),
+            "{warning}"
+        );
         // An asked-for binding wider than the mapping shares CPUs with a warning naming the
         // global ranks.
         let wide = resolve(&user(Some("cnsbh"), Some("2c")), &SiteConfig::default())
@@ -334,7 +334,7 @@ mod tests {
             .unwrap();
         let odd = Machine::synthetic("pack:2 core:3 pu:1").unwrap();
         let local = place_local(&odd, &wide, &[12, 10, 11], false, StepCpus::default()).unwrap();
-        let warning = local.narrower.unwrap();
+        let warning = local.here.join("; ");
         assert!(
             warning.starts_with(
                 "warning: binding 2c makes tasks share CPUs: ranks 11 and 12 share CPU 3."

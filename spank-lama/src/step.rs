@@ -129,6 +129,11 @@ pub fn by_layout(
         "lama: placed {} task(s) with layout {} binding {} membind {}",
         globals.len(), request.layout, local.bind, request.membind
     );
+    // What concerns this node is said by this node; what concerns the step, by its first.
+    for note in &local.here {
+        tracing::warn!(node, "lama: {note}");
+        spank_log_user!("lama: {node}: {note}");
+    }
     step_messages(spank, node, &machine, &request, local.narrower.as_deref());
     Ok(Step::Layout {
         request,

@@ -44,6 +44,60 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     written
 }
 
+/// Whether a topology cache may be read as the node's topology: the file (after symbolic
+/// links) and its directory are owned by root and writable by root alone. `Err` says which is
+/// not and why.
+pub fn trusted(path: &Path) -> Result<(), String> {
+    let real = fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    owned_by_root_alone(&real, "")?;
+    let mut dirs = vec![real.parent().map(Path::to_path_buf)];
+    // A link's own directory counts too: whoever can write it can point the link elsewhere.
+    if real.as_path() != path {
+        dirs.push(
+            path.parent()
+                .map(|d| fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf())),
+        );
+    }
+    for dir in dirs.into_iter().flatten() {
+        owned_by_root_alone(&dir, "directory ")?;
+    }
+    Ok(())
+}
+
+/// Who must own a cache and its directory: root, which writes the cache when slurmd starts. (In
+/// this crate's unit tests, whoever runs them, so that they also run unprivileged.)
+fn trusted_owner() -> u32 {
+    if cfg!(test) {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        unsafe { libc::geteuid() }
+    } else {
+        0
+    }
+}
+
+/// `Ok` if `path` is owned by root and writable by no one else; `what` names it in the error.
+fn owned_by_root_alone(path: &Path, what: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(path).map_err(|e| format!("{what}{}: {e}", path.display()))?;
+    let rule = "a topology cache and its directory must be owned by root and writable by root \
+                alone";
+    if meta.uid() != trusted_owner() {
+        return Err(format!(
+            "{what}{} is owned by uid {}: {rule}",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "{what}{} is writable by group or others (mode {mode:04o}): {rule}",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 /// What [`export`] did, for slurmd's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exported {
@@ -60,6 +114,10 @@ pub fn export(
     xml: impl FnOnce() -> Result<String, lama_hwloc::LoadError>,
 ) -> Result<Exported, String> {
     let start = std::time::Instant::now();
+    if let Some(dir) = path.parent().filter(|d| d.is_dir()) {
+        owned_by_root_alone(dir, "directory ")
+            .map_err(|e| format!("not written, steps would not trust it: {e}"))?;
+    }
     let text = xml().map_err(|e| format!("cannot discover this node's topology: {e}"))?;
     write_atomically(path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -119,5 +177,46 @@ mod tests {
             e.contains("cannot write") && e.contains("No such file or directory"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_cache_is_trusted_only_if_root_alone_can_write_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lama_topology.xml");
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        std::fs::write(&path, "x").unwrap();
+        mode(&path, 0o644);
+        mode(dir.path(), 0o755);
+        trusted(&path).unwrap();
+        mode(&path, 0o664);
+        let e = trusted(&path).unwrap_err();
+        assert!(e.contains("is writable by group or others (mode 0664)"), "{e}");
+        assert!(e.contains("owned by root and writable by root alone"), "{e}");
+        mode(&path, 0o644);
+        mode(dir.path(), 0o1777);
+        let e = trusted(&path).unwrap_err();
+        assert!(e.contains("directory") && e.contains("(mode 1777)"), "{e}");
+        // slurmd does not write a cache into a directory others can write: steps would refuse it.
+        let e = export(&path, || Ok("<topology/>".into())).unwrap_err();
+        assert!(e.contains("(mode 1777)"), "{e}");
+        mode(dir.path(), 0o755);
+        // A symbolic link is judged by the file it names and both directories.
+        let other = tempfile::tempdir().unwrap();
+        mode(other.path(), 0o777);
+        let target = other.path().join("t.xml");
+        std::fs::write(&target, "x").unwrap();
+        mode(&target, 0o644);
+        let link = dir.path().join("link.xml");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = trusted(&link).unwrap_err();
+        assert!(e.contains("(mode 0777)"), "{e}");
+        if std::os::unix::fs::chown(&path, Some(65534), None).is_ok() {
+            let e = trusted(&path).unwrap_err();
+            assert!(e.contains("is owned by uid 65534"), "{e}");
+        }
+        let e = trusted(&dir.path().join("absent.xml")).unwrap_err();
+        assert!(e.contains("No such file"), "{e}");
     }
 }

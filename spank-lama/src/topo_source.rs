@@ -10,7 +10,7 @@
 //! the caller logs; it is never trusted blindly.
 
 use crate::config::SiteConfig;
-use lama_engine::{CpuList, Machine};
+use lama_engine::{Bind, CpuList, Layout, Level, Machine, Mppr};
 use lama_hwloc::{load, LoadError, Source};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -63,12 +63,36 @@ fn from_file(path: &Path, online: &CpuList) -> Result<Machine, String> {
     Ok(machine)
 }
 
+/// The levels of the machine a step's layout, binding and MPPR limits name, each once, in
+/// that order; the node, board and hardware thread, which every topology has, left out.
+pub fn needed_levels(layout: &Layout, bind: Bind, mppr: &Mppr) -> Vec<Level> {
+    let bound = match bind {
+        Bind::None => None,
+        Bind::Width { level, .. } => Some(level),
+    };
+    let mut needs: Vec<Level> = Vec::new();
+    let all = layout
+        .levels()
+        .iter()
+        .copied()
+        .chain(bound)
+        .chain(mppr.limits().iter().map(|&(_, level)| level));
+    for level in all {
+        if !matches!(level, Level::Node | Level::Board | Level::Hwthread) && !needs.contains(&level)
+        {
+            needs.push(level);
+        }
+    }
+    needs
+}
+
 /// Finds this node's topology. `live` performs live discovery (a parameter so tests need no
 /// particular host).
 pub fn node_topology(
     site: &SiteConfig,
     node: &str,
     online: &CpuList,
+    _needs: &[Level],
     live: impl FnOnce() -> Result<Machine, LoadError>,
 ) -> Result<Resolved, String> {
     let mut skipped = Vec::new();
@@ -129,7 +153,7 @@ pub fn node_topology_live(
     node: &str,
     online: &CpuList,
 ) -> Result<Resolved, String> {
-    node_topology(site, node, online, || load(&Source::Live))
+    node_topology(site, node, online, &[], || load(&Source::Live))
 }
 
 #[cfg(test)]
@@ -162,6 +186,7 @@ mod tests {
             &site(dir.path(), Some("%n.xml")),
             "node7",
             &online,
+            &[],
             live_marker,
         )
         .unwrap();
@@ -179,7 +204,7 @@ mod tests {
         )
         .unwrap();
         let online = CpuList::parse("0-3").unwrap();
-        let r = node_topology(&site(dir.path(), None), "n", &online, live_marker).unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
         assert!(matches!(r.source, SourceKind::SlurmCache(_)));
     }
 
@@ -190,7 +215,7 @@ mod tests {
         std::fs::write(&ours, xml_of("pack:2 core:2 pu:1")).unwrap();
         let online = CpuList::parse("0-3").unwrap();
         // Slurm >= 25.05: no Slurm cache, LAMA's is used.
-        let r = node_topology(&site(dir.path(), None), "n", &online, live_marker).unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
         assert_eq!(r.machine.pus().len(), 4);
         assert_eq!(r.skipped.len(), 1);
@@ -200,19 +225,19 @@ mod tests {
             xml_of("pack:1 core:2 pu:2"),
         )
         .unwrap();
-        let r = node_topology(&site(dir.path(), None), "n", &online, live_marker).unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
         assert!(matches!(r.source, SourceKind::SlurmCache(_)));
         // A stale cache of ours is skipped with the reason; topology_cache=none reads nothing.
         std::fs::remove_file(dir.path().join("hwloc_topo_whole.xml")).unwrap();
         let two = CpuList::parse("0-1").unwrap();
-        let r = node_topology(&site(dir.path(), None), "n", &two, live_marker).unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &two, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
         assert!(r.skipped[1].contains("is stale"), "{:?}", r.skipped);
         let off = SiteConfig {
             topology_cache: None,
             ..site(dir.path(), None)
         };
-        let r = node_topology(&off, "n", &online, live_marker).unwrap();
+        let r = node_topology(&off, "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
         assert_eq!(r.skipped.len(), 1);
     }
@@ -229,7 +254,7 @@ mod tests {
         .unwrap();
         let online = CpuList::parse("0-3").unwrap();
         let r =
-            node_topology(&site(dir.path(), Some("%n.xml")), "n", &online, live_marker).unwrap();
+            node_topology(&site(dir.path(), Some("%n.xml")), "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
         assert_eq!(r.skipped.len(), 3);
         assert!(
@@ -249,6 +274,7 @@ mod tests {
             &site(empty.path(), Some("x.xml")),
             "n",
             &online,
+            &[],
             live_marker,
         )
         .unwrap();
@@ -271,6 +297,7 @@ mod tests {
             &site(empty.path(), Some("%n.xml")),
             "../etc",
             &online,
+            &[],
             live_marker,
         )
         .unwrap();
@@ -286,7 +313,7 @@ mod tests {
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
         let readable = std::fs::read(&file).is_ok(); // root reads anything
         let online = CpuList::parse("0").unwrap();
-        let r = node_topology(&site(dir.path(), None), "n", &online, live_marker).unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
         if readable {
             assert!(matches!(r.source, SourceKind::SlurmCache(_)));
         } else {
@@ -302,10 +329,130 @@ mod tests {
     #[test]
     fn live_failure_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let e = node_topology(&site(dir.path(), None), "n", &CpuList::new(), || {
+        let e = node_topology(&site(dir.path(), None), "n", &CpuList::new(), &[], || {
             Err(LoadError::InvalidSynthetic("x".into()))
         })
         .unwrap_err();
         assert!(e.contains("invalid hwloc synthetic topology"));
+    }
+
+    /// What slurmd writes on 24.11: L3 kept, L1 and L2 filtered out (SLURM-FACTS §5).
+    const SLURM_LIKE: &str = "pack:2 l3:1 core:2 pu:2";
+    /// The same machine with every cache, as LAMA's cache or live discovery see it.
+    const WHOLE: &str = "pack:2 l3:1 l2:2 l1d:1 core:1 pu:2";
+
+    #[test]
+    fn a_source_without_a_level_the_step_uses_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("hwloc_topo_whole.xml"), xml_of(SLURM_LIKE)).unwrap();
+        let ours = dir.path().join("lama_topology.xml");
+        std::fs::write(&ours, xml_of(WHOLE)).unwrap();
+        let online = CpuList::parse("0-7").unwrap();
+        let site = site(dir.path(), None);
+        // srun --lama-map=L3csbnh --lama-bind=1L2: Slurm's file has no L2.
+        let needs = needed_levels(
+            &Layout::parse("L3csbnh").unwrap(),
+            Bind::parse("1L2").unwrap(),
+            &Mppr::none(),
+        );
+        let r = node_topology(&site, "n", &online, &needs, live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
+        assert_eq!(r.machine.objects(Level::L2).len(), 4);
+        assert_eq!(r.skipped.len(), 1, "{:?}", r.skipped);
+        assert!(
+            r.skipped[0].starts_with("Slurm's cached topology: ")
+                && r.skipped[0].contains("has no L2 cache"),
+            "{:?}",
+            r.skipped
+        );
+        // An MPPR level counts too; a layout Slurm's file has is read from it.
+        let mppr = needed_levels(
+            &Layout::parse("scbnh").unwrap(),
+            Bind::parse("1c").unwrap(),
+            &Mppr::parse("1:L1").unwrap(),
+        );
+        let r = node_topology(&site, "n", &online, &mppr, live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
+        let plain = needed_levels(
+            &Layout::parse("L3csbnh").unwrap(),
+            Bind::parse("1c").unwrap(),
+            &Mppr::none(),
+        );
+        let r = node_topology(&site, "n", &online, &plain, live_marker).unwrap();
+        assert!(matches!(r.source, SourceKind::SlurmCache(_)), "{:?}", r.skipped);
+        assert!(r.skipped.is_empty());
+    }
+
+    #[test]
+    fn a_level_no_source_has_leaves_live_discovery_to_speak() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("hwloc_topo_whole.xml"), xml_of(SLURM_LIKE)).unwrap();
+        std::fs::write(dir.path().join("lama_topology.xml"), xml_of(SLURM_LIKE)).unwrap();
+        let online = CpuList::parse("0-7").unwrap();
+        // No die anywhere: both files are skipped, live discovery is used (and the engine says
+        // what it says about `D` on a machine without dies).
+        let needs = needed_levels(
+            &Layout::parse("Dscbnh").unwrap(),
+            Bind::parse("1c").unwrap(),
+            &Mppr::none(),
+        );
+        assert_eq!(needs, [Level::Die, Level::Socket, Level::Core]);
+        let r = node_topology(&site(dir.path(), None), "n", &online, &needs, live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::Live);
+        assert_eq!(r.skipped.len(), 2, "{:?}", r.skipped);
+        assert!(r.skipped.iter().all(|s| s.contains("has no die")), "{:?}", r.skipped);
+    }
+
+    #[test]
+    fn a_cache_others_can_write_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("lama_topology.xml");
+        std::fs::write(&ours, xml_of("pack:1 core:2 pu:2")).unwrap();
+        let online = CpuList::parse("0-3").unwrap();
+        let site = site(dir.path(), None);
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(&ours, 0o644);
+        mode(dir.path(), 0o755);
+        let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
+        // The file writable by others.
+        mode(&ours, 0o666);
+        let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::Live);
+        assert!(
+            r.skipped[1].starts_with("LAMA's cached topology: ")
+                && r.skipped[1].contains("is writable by group or others (mode 0666)"),
+            "{:?}",
+            r.skipped
+        );
+        // Its directory writable by the group.
+        mode(&ours, 0o644);
+        mode(dir.path(), 0o775);
+        let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::Live);
+        assert!(
+            r.skipped[1].contains("is writable by group or others (mode 0775)"),
+            "{:?}",
+            r.skipped
+        );
+        mode(dir.path(), 0o755);
+        // Slurm's file is held to the same rule.
+        let slurm = dir.path().join("hwloc_topo_whole.xml");
+        std::fs::write(&slurm, xml_of("pack:1 core:2 pu:2")).unwrap();
+        mode(&slurm, 0o646);
+        let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
+        assert!(r.skipped[0].contains("mode 0646"), "{:?}", r.skipped);
+        // Owned by another user (only root can give a file away).
+        if std::os::unix::fs::chown(&ours, Some(65534), None).is_ok() {
+            let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
+            assert_eq!(r.source, SourceKind::Live);
+            assert!(r.skipped[1].contains("is owned by uid 65534"), "{:?}", r.skipped);
+        } else {
+            println!("not root: the owner check is not exercised");
+        }
     }
 }

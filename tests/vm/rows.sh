@@ -22,13 +22,15 @@ restore_config() {
     restart_slurm
 }
 
-# with_config 'SED-ON-slurm.conf' 'SED-ON-cgroup.conf' TEST-BODY: runs TEST-BODY (a function)
-# under the changed configuration, then restores it. Fails if the body fails.
+# with_config 'SED-ON-slurm.conf' 'SED-ON-cgroup.conf' TEST-BODY ['SED-ON-lama.conf']: runs
+# TEST-BODY (a function) under the changed configuration, then restores it. Fails if the body
+# fails.
 with_config() {
-    local slurm_sed=$1 cgroup_sed=$2 body=$3 rc
+    local slurm_sed=$1 cgroup_sed=$2 body=$3 lama_sed=${4:-s/^x//} rc
     save_config || return 1
     on_guest sed -i "$slurm_sed" /etc/slurm/slurm.conf || return 1
     on_guest sed -i "$cgroup_sed" /etc/slurm/cgroup.conf || return 1
+    on_guest sed -i "$lama_sed" /etc/slurm/plugstack.conf.d/lama.conf || return 1
     restart_slurm || { restore_config; return 1; }
     "$body"
     rc=$?
@@ -42,15 +44,15 @@ job_cpu_ids() {
     as_user scontrol show job -d "$1" | grep -oE 'CPU_IDs=[0-9,-]+' | head -n1 | cut -d= -f2
 }
 
-# A job holds 8 CPUs; a LAMA step of 4 tasks must be bound only to CPUs that are not the
-# holder's (Slurm confines nothing, so only the plugin's reading of the step's CPUs keeps the
-# tasks off the other job). Before the fix the plugin read user/cpuset.cpus.effective (the whole
+# A job holds 8 CPUs; a LAMA step of 4 tasks of 2 CPUs (one core each) must be bound only to
+# CPUs that are not the holder's (Slurm confines nothing, so only the plugin's reading of the
+# step's CPUs keeps the tasks off the other job). Before the fix the plugin read user/cpuset.cpus.effective (the whole
 # node) and bound the tasks to CPUs 0-7, the holder's.
 beside_the_holder() {
     local holder held
     holder=$(hold_cpus vmnode 8) || return 1
     held=$(job_cpu_ids "$holder")
-    run_srun -n4 --lama-map=scbnh --lama-bind=1c
+    run_srun -n4 -c2 --lama-map=scbnh
     local rc=$?
     release "$holder" || return 1
     [ $rc -eq 0 ] || fail "srun failed: $(cat "$work/err")" || return 1
@@ -60,10 +62,10 @@ beside_the_holder() {
     local tasks both
     tasks=$(report_field 3 | tr ' ' '\n' | expand_cpus | sort -n)
     [ -n "$tasks" ] || fail "the tasks reported no CPUs" || return 1
-    both=$( (echo "$held" | expand_cpus; echo "$tasks") | sort -n | uniq -d | paste -sd,)
-    assert_eq "CPUs of LAMA tasks that are the holder's ($held)" "" "$both" || return 1
-    # Four tasks of scbnh with 1c on the 8 free CPUs: four distinct cores.
-    assert_eq "distinct task bindings" "4" "$(report_field 3 | tr ' ' '\n' | sort -u | wc -l)"
+    both=$( (echo "$held" | expand_cpus; echo "$tasks" | sort -un) | sort -n | uniq -d | paste -sd,)
+    assert_empty "CPUs of LAMA tasks that are the holder's ($held)" "$both" || return 1
+    # Four tasks, one core each, on the 8 free CPUs: four disjoint bindings of two CPUs.
+    assert_eq "CPUs bound, all distinct" "8 8" "$(echo "$tasks" | wc -l) $(echo "$tasks" | sort -u | wc -l)"
 }
 
 t_row_v2_unconstrained() {
@@ -124,4 +126,65 @@ t_row_broken_plugin_line() {
     fi
     restore_config || return 1
     [ $ok -eq 1 ]
+}
+
+# --- findings on the guest's own configuration ---------------------------------------------
+
+t_cache_levels_on_slurms_topology() {
+    # Finding: Slurm 24.11's cached hwloc_topo_whole.xml (read first) keeps L3 but no L2 or L1,
+    # so a step asking for an L2 binding failed every task ("no available PU has 1 L2
+    # cache(s)"), while lama map on the guest's own lstopo XML placed it. A source lacking a
+    # level the step asks for is skipped. (Each core has its own L2 here: 1L2 is one core.)
+    run_whole -n8 --lama-map=L3csbnh --lama-bind=1L2 || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "by hand" "0-1 4-5 2-3 6-7 8-9 12-13 10-11 14-15" "$(cpus)" || return 1
+    assert_eq "lama map" "$(predict --map L3csbnh --bind 1L2)" "$(actual_cpus)"
+}
+
+t_odd_cpus_per_task_on_smt() {
+    # Finding: -c 3 on two threads per core. The step has 12 CPUs (0-11); the default binding
+    # widened to two cores (4 CPUs) does not fit 4 tasks, and tasks 0 and 3 were both bound to
+    # 0-3. Tasks must never share a CPU they did not ask to share.
+    local srun_prefix=(salloc -N1 --exclusive)
+    run_srun -n4 -c3 --lama-map=csbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "tasks" "4" "$(wc -l < "$work/out")" || return 1
+    local all
+    all=$(report_field 3 | tr ' ' '\n' | expand_cpus | sort -n)
+    [ -n "$all" ] || fail "the tasks reported no CPUs" || return 1
+    local shared
+    shared=$(echo "$all" | uniq -d | paste -sd,)
+    [ -z "$shared" ] || fail "tasks share CPUs $shared: $(report_field 3)" || return 1
+    local t
+    for t in $(report_field 3); do
+        [ "$(echo "$t" | expand_cpus | wc -l)" -ge 3 ] || fail "a task has fewer than the 3 CPUs -c asked for: $t" || return 1
+    done
+}
+
+t_row_core_spec_without_slurms_xml() {
+    # Finding: core specialisation (CoreSpecCount=2, no SlurmdOffSpec: Slurm's default) with
+    # the plugin's own topology cache, as on Slurm 25.05 and later, which no longer write
+    # hwloc_topo_whole.xml (removed here after slurmd's start). The cache is written by slurmd,
+    # confined to the specialised cores at that moment; a topology read from a file carried
+    # that allowed set, and every step saw no usable CPU. Only the step's CPUs may restrict.
+    # (Slurm 24.11's slurmstepd writes hwloc_topo_whole.xml again when it is missing, so the
+    # plugin is pointed past it with slurm_xml=, as the source order on 25.05+ is.)
+    with_config 's/^\(NodeName=vmnode .*\)$/\1 CoreSpecCount=2/' 's/^x//' core_spec_steps \
+        's|^\(required .*spank_lama.so\)\(.*\)$|\1\2 slurm_xml=/var/lib/slurm/slurmd/absent.xml|'
+}
+
+core_spec_steps() {
+    local spec
+    spec=$(as_user scontrol show node vmnode | grep -oE 'CPUSpecList=[0-9,-]+' | cut -d= -f2)
+    [ -n "$spec" ] || fail "no CPUSpecList for CoreSpecCount=2: $(as_user scontrol show node vmnode | grep -i spec)" || return 1
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup | sed "s|/task_[0-9]*$||")/cpuset.cpus) $SLURM_JOB_ID"'
+    run_whole -n4 -c2 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "tasks" "4" "$(wc -l < "$work/out")" || return 1
+    local step job
+    step=$(awk 'NR == 1 { print $4 }' "$work/out")
+    job=$(awk 'NR == 1 { print $5 }' "$work/out")
+    local in_spec
+    in_spec=$( (echo "$spec" | expand_cpus; report_field 3 | tr ' ' '\n' | expand_cpus | sort -un) | sort -n | uniq -d | paste -sd,)
+    [ -z "$in_spec" ] || fail "tasks bound to specialised CPUs $in_spec ($spec)" || return 1
+    assert_eq "placement" "$(predict --restrict "$step" --map scbnh --cpus-per-task 2)" "$(actual_cpus)" || return 1
+    on_guest grep -qE "lama: placed 4 task\(s\) .* job=$job step=0 source=LAMA's cached " /var/log/slurm/slurmd.log \
+        || fail "the step did not read LAMA's topology cache: $(on_guest grep "job=$job" /var/log/slurm/slurmd.log | tail -n 2)"
 }

@@ -71,9 +71,10 @@ t_real_topology() {
         || fail "lama map on Slurm's cached topology failed" || return 1
     assert_eq "Slurm's cached topology" "$live" "$cached" || return 1
     # and a step says it read that file.
-    local task_report='echo "$SLURM_JOB_ID"' job
+    local task_report='echo "$SLURM_PROCID $SLURM_JOB_ID"' job
     run_whole -n1 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
-    job=$(cat "$work/out")
+    job=$(awk '{ print $2 }' "$work/out")
+    [[ $job =~ ^[0-9]+$ ]] || fail "the step's job id: [$job]" || return 1
     on_guest grep -qE "lama: placed 1 task\(s\) with layout scbnh .* job=$job step=0 source=Slurm's cached /var/lib/slurm/slurmd/hwloc_topo_whole.xml " \
         /var/log/slurm/slurmd.log || fail "slurmd's log does not show job $job's step reading Slurm's cached topology"
 }
@@ -90,11 +91,15 @@ t_cgroup_v2() {
 }
 
 # check_layout MAP BIND NP [BY-HAND]: srun -n NP on the whole node with --lama-map=MAP
-# --lama-bind=BIND; the tasks' CPUs must be what `lama map` predicts and, if given, BY-HAND.
+# --lama-bind=BIND; the tasks' CPUs must be what `lama map` predicts, what derive_layout
+# derives from lscpu (for the layouts and bindings it knows) and, if given, BY-HAND.
 check_layout() {
     local map=$1 bind=$2 np=$3 by_hand=${4:-}
     run_whole -n "$np" --lama-map="$map" --lama-bind="$bind" || fail "srun --lama-map=$map --lama-bind=$bind failed: $(cat "$work/err")" || return 1
     assert_eq "$map $bind, lama map" "$(predict --map "$map" --bind "$bind")" "$(actual_cpus)" || return 1
+    if derive_knows "$map" "$bind"; then
+        assert_eq "$map $bind, derived from lscpu" "$(derive_layout "$map" "$bind" "$np")" "$(cpus)" || return 1
+    fi
     [ -z "$by_hand" ] || assert_eq "$map $bind, by hand" "$by_hand" "$(cpus)"
 }
 
@@ -134,18 +139,33 @@ t_layouts_package_binding() {
     check_layout scbnh 1s 4 "0-7 8-15 0-7 8-15" || return 1
     check_layout csbnh 1s 4 "0-7 0-7 0-7 0-7" || return 1
     check_layout Nscbnh 1s 4 "0-7 0-7 8-15 8-15" || return 1
-    check_layout L3csbnh 1s 4
+    # L3csbnh: the L3s of package 0 (0-3, 4-7), then its second cores: all four in package 0.
+    check_layout L3csbnh 1s 4 "0-7 0-7 0-7 0-7"
+}
+
+# check_mppr MAP BIND MPPR NP BY-HAND WITHOUT: srun -n NP on the whole node with and without
+# --lama-mppr=MPPR; with it the tasks' CPUs are `lama map`'s and BY-HAND, without it WITHOUT
+# (by hand too), which differs: the MPPR is what moved the tasks.
+check_mppr() {
+    local map=$1 bind=$2 mppr=$3 np=$4 by_hand=$5 without=$6
+    run_whole -n "$np" --lama-map="$map" --lama-bind="$bind" --lama-mppr="$mppr" || fail "srun --lama-mppr=$mppr failed: $(cat "$work/err")" || return 1
+    assert_eq "$map $bind mppr $mppr, lama map" "$(predict --map "$map" --bind "$bind" --mppr "$mppr")" "$(actual_cpus)" || return 1
+    assert_eq "$map $bind mppr $mppr, by hand" "$by_hand" "$(cpus)" || return 1
+    run_whole -n "$np" --lama-map="$map" --lama-bind="$bind" || fail "srun without --lama-mppr failed: $(cat "$work/err")" || return 1
+    assert_eq "$map $bind without an MPPR, by hand" "$without" "$(cpus)" || return 1
+    assert_ne "$map $bind: with and without mppr $mppr" "$by_hand" "$(cpus)"
 }
 
 t_mppr() {
-    # At most one process per NUMA node: csbnh skips the second core of each node.
-    run_whole -n4 --lama-map=csbnh --lama-bind=1c --lama-mppr=1:N || fail "srun failed: $(cat "$work/err")" || return 1
-    assert_eq "lama map" "$(predict --map csbnh --bind 1c --mppr 1:N)" "$(actual_cpus)" || return 1
-    assert_eq "by hand" "0-1 4-5 8-9 12-13" "$(cpus)" || return 1
-    # Two per package and one per core, on hardware threads.
-    run_whole -n4 --lama-map=hcsbn --lama-bind=1h --lama-mppr=1:c,2:s || fail "srun failed: $(cat "$work/err")" || return 1
-    assert_eq "lama map" "$(predict --map hcsbn --bind 1h --mppr 1:c,2:s)" "$(actual_cpus)" || return 1
-    assert_eq "by hand" "0 2 8 10" "$(cpus)"
+    # At most one process per NUMA node: csbnh skips the second core of each node (without
+    # it: the first four cores).
+    check_mppr csbnh 1c 1:N 4 "0-1 4-5 8-9 12-13" "0-1 2-3 4-5 6-7" || return 1
+    # Two per package and one per core, on hardware threads (without: both threads of core
+    # 0, then of core 1).
+    check_mppr hcsbn 1h 1:c,2:s 4 "0 2 8 10" "0 1 2 3" || return 1
+    # One per thread (always true) and two per package: both threads of core 0, then package
+    # 1's first core (the docker cluster's old t_mppr, which could not differ on 2 CPUs).
+    check_mppr hcsbn 1h 1:h,2:s 4 "0 1 8 9" "0 1 2 3"
 }
 
 t_partial_allocation() {
@@ -158,7 +178,9 @@ t_partial_allocation() {
     wait_for 30 on_guest sh -c "test -s $held_file"
     held=$(on_guest sh -c "cat $held_file")
     local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup | sed "s|/task_[0-9]*$||")/cpuset.cpus.effective) $SLURM_JOB_ID"'
-    run_srun -n4 --lama-map=scbnh --lama-bind=1c
+    # -c2: one core per task (with CR_CPU, -n4 alone gets 4 threads, two cores, where four
+    # 1c bindings cannot fit without sharing).
+    run_srun -n4 -c2 --lama-map=scbnh
     local rc=$?
     release "$holder" || return 1
     [ $rc -eq 0 ] || fail "srun failed: $(cat "$work/err")" || return 1
@@ -166,13 +188,15 @@ t_partial_allocation() {
     local step_cpus job
     step_cpus=$(awk 'NR == 1 { print $4 }' "$work/out")
     job=$(awk 'NR == 1 { print $5 }' "$work/out")
+    [[ $step_cpus =~ ^[0-9][0-9,-]*$ ]] && [[ $job =~ ^[0-9]+$ ]] || fail "the step's cpuset and job: [$step_cpus] [$job]" || return 1
+    [ "$(echo "$step_cpus" | expand_cpus | wc -l)" -ge 4 ] || fail "the step's cpuset $step_cpus has fewer CPUs than its 4 tasks" || return 1
     assert_eq "every task saw one step cpuset" "1" "$(awk '{ print $4 }' "$work/out" | sort -u | wc -l)" || return 1
     # The step's CPUs and the holder's are disjoint; together at most the node's 16.
     local both
     both=$(printf '%s\n' "$held" "$step_cpus" | expand_cpus | sort -n | uniq -d | paste -sd,)
-    assert_eq "CPUs both in the holder's and the step's cpuset" "" "$both" || return 1
+    assert_empty "CPUs both in the holder's and the step's cpuset" "$both" || return 1
     assert_eq "CPUs held" "6" "$(echo "$held" | expand_cpus | wc -l)" || return 1
-    assert_eq "placement" "$(predict --restrict "$step_cpus" --map scbnh --bind 1c)" "$(actual_cpus)" || return 1
+    assert_eq "placement" "$(predict --restrict "$step_cpus" --map scbnh --cpus-per-task 2)" "$(actual_cpus)" || return 1
     # The plugin read the step's CPUs from the cgroup v2 file, and said so.
     # (Its configured cpuset.cpus, not .effective, which holds the whole node when Slurm does
     # not constrain cores; intersected with the step's allocated cores.)
@@ -236,10 +260,152 @@ t_daemons_still_up() {
 
 . "$top/tests/vm/rows.sh"
 
+# --- independent expectations: derived from lscpu, and written by hand -----------------------
+# (Order and MPPR moved here from the docker cluster, whose 2-CPU nodes cannot tell them apart
+# from the same run without the option; the hand-written table covers the main layouts with
+# hardware threads and bindings wider than a core.)
+
+# derive_layout MAP BIND NP [ORDER]: the tasks' CPUs ("0-1 8-9 ...", by rank) for --lama-map=MAP
+# --lama-bind=BIND on the whole node, derived from the guest's `lscpu -p` alone, not from
+# `lama map`: each CPU's coordinate in a layout level is the index of its object (socket s,
+# NUMA node N, L3, core c, CPU h) among those of the enclosing coarser layout level (containment
+# s > N > L3 > c > h; b and n are single objects here); the positions are the CPUs in odometer
+# order (the layout's first level fastest), the binding level stepping by the binding width (a
+# position whose coordinate there is not a multiple of it is not one); each of the first NP
+# positions is bound to that many objects of the binding level from its own, in CPU order (a
+# position with too few left is skipped); ORDER s renumbers the ranks by CPU.
+# Layout levels s N L3 c h b n; bindings <width> c h N L3 s n.
+derive_knows() { [[ $1 =~ ^(s|N|L3|c|h|b|n)+$ ]] && [[ $2 =~ ^[0-9]+(c|h|N|L3|s|n)$ ]]; }
+derive_layout() {
+    local map=$1 bind=$2 np=$3 order=${4:-n}
+    derive_knows "$map" "$bind" || { fail "derive_layout: $map $bind is not derivable"; echo DERIVATION-FAILED; return 1; }
+    if [ ! -s "$work/lscpu" ]; then
+        on_guest lscpu -p=CPU,CORE,SOCKET,NODE,CACHE | grep -v '^#' > "$work/lscpu" \
+            || { fail "lscpu in the guest failed"; echo DERIVATION-FAILED; return 1; }
+    fi
+    local out
+    out=$(awk -F, -v map="$map" -v bind="$bind" '
+        # (The caches are the last field, "L1d:L1i:L2:L3", or the last four, by util-linux version.)
+        { n++; cpu[n] = $1; o["h", n] = $1; o["c", n] = $2; o["s", n] = $3; o["N", n] = $4
+          nca = split($NF, ca, ":"); o["L3", n] = ca[nca]; o["b", n] = 0; o["n", n] = 0 }
+        END {
+            k = 0; m = map
+            while (m != "") {
+                t = (substr(m, 1, 2) == "L3") ? "L3" : substr(m, 1, 1)
+                m = substr(m, length(t) + 1); lay[++k] = t; inlay[t] = 1
+            }
+            nc = split("s N L3 c h", cont, " ")
+            # Coordinates within the nearest coarser layout level.
+            for (l = 1; l <= k; l++) {
+                x = lay[l]; p = ""
+                for (q = 1; q <= nc && cont[q] != x; q++) if (inlay[cont[q]]) p = cont[q]
+                for (i = 1; i <= n; i++) {
+                    par = (p == "") ? "" : o[p, i]; key = x SUBSEP par SUBSEP o[x, i]
+                    if (!(key in idx)) idx[key] = cnt[x, par]++
+                    co[x, i] = idx[key]
+                }
+            }
+            w = bind; sub(/[^0-9].*/, "", w); w += 0; b = substr(bind, length(w) + 1)
+            # The objects of the binding level, in CPU order.
+            nb = 0
+            for (i = 1; i <= n; i++) if (!((b, o[b, i]) in bpos)) { bpos[b, o[b, i]] = ++nb; bobj[nb] = o[b, i] }
+            for (i = 1; i <= n; i++) {
+                if (inlay[b] && co[b, i] % w != 0) continue
+                first = bpos[b, o[b, i]]
+                if (first + w - 1 > nb) continue
+                for (j = first; j < first + w; j++) want[bobj[j]] = 1
+                # The bound CPUs as a kernel list.
+                list = ""; s0 = -1
+                for (j = 1; j <= n; j++) {
+                    if (o[b, j] in want) {
+                        if (s0 < 0) { s0 = cpu[j]; e = cpu[j] }
+                        else if (cpu[j] == e + 1) e = cpu[j]
+                        else { list = list (list == "" ? "" : ",") (s0 == e ? s0 : s0 "-" e); s0 = cpu[j]; e = cpu[j] }
+                    }
+                }
+                list = list (list == "" ? "" : ",") (s0 == e ? s0 : s0 "-" e)
+                delete want
+                key = ""
+                for (l = k; l >= 1; l--) key = key sprintf("%04d", co[lay[l], i])
+                print key, cpu[i], list
+            }
+        }' "$work/lscpu" | sort | head -n "$np")
+    [ "$(echo "$out" | grep -c .)" -eq "$np" ] || { fail "derive_layout: $map $bind has fewer than $np positions"; echo DERIVATION-FAILED; return 1; }
+    [ "$order" == s ] && out=$(echo "$out" | sort -n -k2)
+    echo "$out" | awk '{ printf "%s%s", (NR > 1 ? " " : ""), $3 }'
+}
+
+t_order_sequential() {
+    # --lama-order=s numbers the ranks in hardware order: scbnh's positions alternate packages
+    # (0-1 8-9 2-3 ...), sequential order numbers them by CPU instead.
+    local natural="0-1 8-9 2-3 10-11 4-5 12-13 6-7 14-15" sequential="0-1 2-3 4-5 6-7 8-9 10-11 12-13 14-15"
+    run_whole -n8 --lama-map=scbnh --lama-bind=1c --lama-order=s || fail "srun --lama-order=s failed: $(cat "$work/err")" || return 1
+    assert_eq "order s, lama map" "$(predict --map scbnh --bind 1c --order s)" "$(actual_cpus)" || return 1
+    assert_eq "order s, derived from lscpu" "$(derive_layout scbnh 1c 8 s)" "$(cpus)" || return 1
+    assert_eq "order s, by hand" "$sequential" "$(cpus)" || return 1
+    run_whole -n8 --lama-map=scbnh --lama-bind=1c || fail "srun without --lama-order failed: $(cat "$work/err")" || return 1
+    assert_eq "natural order, by hand" "$natural" "$(cpus)" || return 1
+    assert_ne "with and without --lama-order=s" "$sequential" "$(cpus)" || return 1
+    # On hardware threads, the whole node: Nscbnh 1h goes round the NUMA nodes (0 4 8 12),
+    # sequential order is CPU order; --lama-order=n is the natural order.
+    run_whole -n16 --lama-map=Nscbnh --lama-bind=1h --lama-order=s || fail "srun --lama-order=s failed: $(cat "$work/err")" || return 1
+    assert_eq "Nscbnh 1h order s, lama map" "$(predict --map Nscbnh --bind 1h --order s)" "$(actual_cpus)" || return 1
+    assert_eq "Nscbnh 1h order s, by hand" "$(seq -s ' ' 0 15)" "$(cpus)" || return 1
+    run_whole -n16 --lama-map=Nscbnh --lama-bind=1h --lama-order=n || fail "srun --lama-order=n failed: $(cat "$work/err")" || return 1
+    assert_eq "Nscbnh 1h order n, by hand" "0 4 8 12 2 6 10 14 1 5 9 13 3 7 11 15" "$(cpus)"
+}
+
+# The hand-written table: MAP BIND NP and the tasks' CPUs by rank. The guest's numbering
+# (asserted by t_real_topology from lscpu): CPU = 2 x core + thread; core = 4 x package + 2 x
+# (NUMA node in its package) + (core in its NUMA node); one L3 per NUMA node. In a layout the
+# first level varies fastest; the binding level steps by the binding width.
+layouts_by_hand='
+# 1h, all 16 CPUs: packages alternate, cores 0-3 of each, then every second thread.
+scbnh   1h 16 0 8 2 10 4 12 6 14 1 9 3 11 5 13 7 15
+# csbnh: package 0s cores, package 1s, then the second threads.
+csbnh   1h 16 0 2 4 6 8 10 12 14 1 3 5 7 9 11 13 15
+# Nscbnh: NUMA nodes of a package alternate (cores 0, 2), packages next, then cores 1, 3.
+Nscbnh  1h 16 0 4 8 12 2 6 10 14 1 5 9 13 3 7 11 15
+# L3csbnh: the two L3s of package 0 (cores 0, 2), its cores 1, 3, package 1 the same.
+L3csbnh 1h 16 0 4 2 6 8 12 10 14 1 5 3 7 9 13 11 15
+# h first: both threads of a core before the next core; hscbn alternates packages per core.
+hcsbn   1h 8  0 1 2 3 4 5 6 7
+hscbn   1h 8  0 1 8 9 2 3 10 11
+# h, then NUMA nodes: both threads of core 0, of core 2 (NUMA 1), of cores 4 and 6 (package 1).
+hNscbn  1h 8  0 1 4 5 8 9 12 13
+# 2h is one core: csbnh with a two-thread binding is csbnh 1c.
+csbnh   2h 8  0-1 2-3 4-5 6-7 8-9 10-11 12-13 14-15
+# 1N, 8 tasks: Nscbnh goes round the four NUMA nodes twice; L3csbnh round the L3s (= NUMA).
+Nscbnh  1N 8  0-3 4-7 8-11 12-15 0-3 4-7 8-11 12-15
+L3csbnh 1N 8  0-3 4-7 0-3 4-7 8-11 12-15 8-11 12-15
+# 1L3 and 2N (two NUMA nodes = a package from a node of package 0 or 1, Nscbnh stepping N by 2).
+L3csbnh 1L3 4 0-3 4-7 0-3 4-7
+Nscbnh  2N 4  0-7 8-15 0-7 8-15
+# 1s, 8 tasks of scbnh: packages alternate.
+scbnh   1s 8  0-7 8-15 0-7 8-15 0-7 8-15 0-7 8-15
+# 4c: a package per task, csbnh stepping c by 4 (then the second threads).
+csbnh   4c 4  0-7 8-15 0-7 8-15
+# 1n: the whole node.
+scbnh   1n 2  0-15 0-15
+'
+
+t_layouts_threads_and_more() {
+    # Each row of layouts_by_hand: the run against `lama map`, the derivation from lscpu and
+    # the row (check_layout does all three).
+    # (The table comes in on fd 3: ssh, under check_layout, reads stdin.)
+    local map bind np hand rows=0
+    while read -r map bind np hand <&3; do
+        [ -z "$map" ] || [ "${map:0:1}" == "#" ] && continue
+        check_layout "$map" "$bind" "$np" "$hand" || return 1
+        rows=$((rows + 1))
+    done 3<<< "$layouts_by_hand"
+    assert_eq "rows checked" "15" "$rows"
+}
+
 all_tests=(t_setup t_real_topology t_cgroup_v2 t_layouts_core_binding t_layouts_two_cores
     t_layouts_numa_binding t_layouts_package_binding t_die_level t_mppr t_partial_allocation t_membind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
-    t_row_broken_plugin_line t_daemons_still_up)
+    t_row_broken_plugin_line t_order_sequential t_layouts_threads_and_more t_daemons_still_up)
 selected=("$@")
 [ ${#selected[@]} -gt 0 ] || selected=("${all_tests[@]}")
 [ "${selected[0]}" == t_setup ] || selected=(t_setup "${selected[@]}")

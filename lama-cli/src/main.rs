@@ -51,7 +51,7 @@ enum Command {
         restrict: Option<String>,
     },
     /// Write this host's topology as hwloc XML (to FILE, or standard output), for a site's
-    /// `topology=` setting.
+    /// `topology=` setting; every CPU is written as allowed, whatever the caller's cgroup.
     Export {
         /// Where to write; standard output when absent.
         file: Option<std::path::PathBuf>,

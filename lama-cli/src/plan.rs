@@ -3,11 +3,13 @@
 
 use crate::{cpulist, hostlist, load, print, Failure, JsonProcess};
 use clap::Args;
-use lama_engine::{render, CpuList, Machine, PlanFile, PlannedRank};
+use lama_engine::{render, CpuList, Machine};
 use lama_plan::cost::{Distances, System};
 use lama_plan::matrix::{CommMatrix, Format};
 use lama_plan::network::Network;
 use lama_plan::Unit;
+use lama_planfile::MAX_PLAN_BYTES;
+use lama_planfile::{PlanFile, PlannedRank};
 use std::path::PathBuf;
 
 /// Largest matrix or topology.conf file read.
@@ -80,7 +82,7 @@ fn read(path: &PathBuf, what: &str) -> Result<String, Failure> {
 
 pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     let names = hostlist::expand(&args.nodes).map_err(Failure::Usage)?;
-    if let Some(bad) = names.iter().find(|n| !lama_engine::valid_node_name(n)) {
+    if let Some(bad) = names.iter().find(|n| !lama_planfile::valid_node_name(n)) {
         return Err(Failure::Usage(format!(
             "'{bad}' is not a node name (letters, digits, '.', '_', '-')"
         )));
@@ -182,15 +184,25 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
             .collect(),
     };
     if let Some(prefix) = &args.out {
+        let text = file.to_string();
+        if text.len() > MAX_PLAN_BYTES {
+            return Err(Failure::Place(format!(
+                "the plan for {} ranks is {} bytes, but --lama-plan accepts at most \
+                 {MAX_PLAN_BYTES} (srun carries the plan to the step's nodes in one environment \
+                 variable, and Linux limits one variable to 128 KiB): about {} ranks fit; plan \
+                 fewer ranks, or place this job with a layout (srun --lama-map=...). Nothing \
+                 was written",
+                file.ranks.len(),
+                text.len(),
+                file.ranks_that_fit()
+            )));
+        }
         let with = |ext: &str| {
             let mut p = prefix.clone().into_os_string();
             p.push(ext);
             PathBuf::from(p)
         };
-        for (path, text) in [
-            (with(".lama"), file.to_string()),
-            (with(".hosts"), file.hostfile()),
-        ] {
+        for (path, text) in [(with(".lama"), text), (with(".hosts"), file.hostfile())] {
             std::fs::write(&path, text)
                 .map_err(|e| Failure::Place(format!("cannot write {}: {e}", path.display())))?;
         }

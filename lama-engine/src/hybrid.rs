@@ -3,7 +3,7 @@
 //!
 //! A "CPU" is counted either as a hardware thread or as a whole core ([`CpuUnit`]); the
 //! binding that gives a process N of them depends on which. (Which one a resource manager
-//! means is its own business: see `lama-slurm` for Slurm's.)
+//! means is its own business, decided outside the engine.)
 
 use crate::cpulist::CpuList;
 use crate::level::Level;

@@ -34,7 +34,6 @@ pub mod diag;
 pub mod hybrid;
 pub mod level;
 pub mod place;
-pub mod planfile;
 pub mod render;
 pub mod spec;
 pub mod topology;
@@ -51,7 +50,6 @@ pub use level::Level;
 pub use place::{
     place, place_cpus_per_task, Overlap, PlaceError, Placement, Process, ProcessInfo, Request,
 };
-pub use planfile::{valid_node_name, PlanFile, PlanFileError, PlannedRank};
 pub use spec::{Bind, Layout, Membind, Mppr, Order, BIND_ALIASES, MAP_ALIASES};
 pub use topology::{Machine, MachineBuilder, Object, Pu, TopologyError};
 

@@ -28,7 +28,7 @@
 //!   cores of two threads: `3h`, consecutive, disjoint) instead of refusing CPUs that were
 //!   allocated; when even that does not fit, the job is oversubscribed.
 //! - **A binding the user asked for** (an explicit width): asking for it is asking for what it
-//!   implies, as with Slurm's own `--cpu-bind=cores`. It may overlap others (`1s` while mapping
+//!   implies, as a resource manager's own core binding does. It may overlap others (`1s` while mapping
 //!   by core, `2c` over an odd number of cores, `1c` for two processes mapped to the two
 //!   threads of a core), and [`Placement::overlap_warning`] names who shares which CPUs, so that
 //!   it never passes silently. Each mapped PU still takes one process per pass.

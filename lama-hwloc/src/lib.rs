@@ -5,13 +5,21 @@
 //! PUs in hwloc's logical order with their OS indexes and availability, and the objects of the
 //! levels LAMA knows (Package, Die, NUMANode, L3/L2/L1 data or unified caches, Core).
 //!
-//! Topologies are loaded with `INCLUDE_DISALLOWED`, so PUs that the topology marks as not
-//! allowed (captured inside a cgroup, for example) appear as unavailable PUs instead of
-//! vanishing; offline PUs have no object in hwloc 2 and so are absent.
+//! Topologies are loaded with `INCLUDE_DISALLOWED`, so every PU of the machine is there, even
+//! those outside the allowed set; offline PUs have no object in hwloc 2 and so are absent.
+//!
+//! An allowed set is the restriction of whoever discovered the topology, not a property of the
+//! machine: an XML file records its writer's (slurmd confined to its specialised CPUs, `lama
+//! export` inside a job), so a topology read from a file has every PU available, and
+//! [`export_xml`] writes every PU allowed. Only live discovery with [`load`] marks the PUs this
+//! process may not use as unavailable (`lama map --topology host` shows the caller's CPUs);
+//! [`load_whole`] does not, for callers that restrict with CPUs of their own (a step's).
 #![deny(missing_docs)]
 
+use hwlocality::cpu::cpuset::CpuSet;
 use hwlocality::object::types::ObjectType;
 use hwlocality::topology::builder::{BuildFlags, TopologyBuilder};
+use hwlocality::topology::editor::AllowSet;
 use hwlocality::topology::export::xml::XMLExportFlags;
 use hwlocality::topology::Topology;
 use lama_engine::{CpuList, Level, Machine, MachineBuilder, TopologyError};
@@ -102,10 +110,22 @@ fn build(b: TopologyBuilder, action: &'static str) -> Result<Topology, LoadError
     })
 }
 
-/// Loads a topology from `source` and converts it for the engine.
+/// Loads a topology from `source` and converts it for the engine. A file's or a synthetic
+/// description's PUs are all available; live discovery's are those this process may use.
 pub fn load(source: &Source) -> Result<Machine, LoadError> {
     let (topology, name) = load_hwloc(source)?;
-    to_machine(&topology, &name)
+    match source {
+        Source::Live => to_machine(&topology, &name),
+        Source::Xml(_) | Source::Synthetic(_) => convert(&topology, &name, None),
+    }
+}
+
+/// Loads a topology from `source` with every PU available, whatever the allowed set of the
+/// process that discovered it (this one, for [`Source::Live`]): for callers that restrict the
+/// machine with CPUs of their own, such as a step's.
+pub fn load_whole(source: &Source) -> Result<Machine, LoadError> {
+    let (topology, name) = load_hwloc(source)?;
+    convert(&topology, &name, None)
 }
 
 /// Largest topology XML read (a 1,024-PU machine's XML is about 1 MB).
@@ -175,13 +195,23 @@ fn os_indexes(set: &hwlocality::cpu::cpuset::CpuSet) -> Vec<u32> {
     set.iter_set().map(|i| usize::from(i) as u32).collect()
 }
 
-/// Converts an hwloc topology into the engine's model.
+/// Converts an hwloc topology into the engine's model; the PUs outside the topology's allowed
+/// set are unavailable.
 pub fn to_machine(topology: &Topology, name: &str) -> Result<Machine, LoadError> {
-    let allowed = topology.allowed_cpuset();
+    convert(topology, name, Some(&topology.allowed_cpuset()))
+}
+
+/// Converts an hwloc topology into the engine's model; with `allowed`, the PUs outside it are
+/// unavailable, without it every PU is available.
+fn convert(
+    topology: &Topology,
+    name: &str,
+    allowed: Option<&CpuSet>,
+) -> Result<Machine, LoadError> {
     let mut b = MachineBuilder::new(name);
     for pu in topology.objects_with_type(ObjectType::PU) {
         let Some(os) = pu.os_index() else { continue };
-        b.pu(os as u32, allowed.is_set(os));
+        b.pu(os as u32, allowed.is_none_or(|a| a.is_set(os)));
     }
     let levels = [
         (ObjectType::Package, Level::Socket),
@@ -205,10 +235,18 @@ pub fn to_machine(topology: &Topology, name: &str) -> Result<Machine, LoadError>
     })
 }
 
-/// A topology as hwloc XML (v2). With [`Source::Live`], this host's, for admins to save at boot
-/// and name in the plugin's `topology=` setting.
+/// A topology as hwloc XML (v2), every PU and NUMA node allowed: the caller's own restriction
+/// (a job's cgroup, slurmd confined to specialised CPUs) is not the machine's and is not
+/// written. With [`Source::Live`], this host's, for admins to save at boot and name in the
+/// plugin's `topology=` setting, and for the plugin's topology cache.
 pub fn export_xml(source: &Source) -> Result<String, LoadError> {
-    let (topology, _) = load_hwloc(source)?;
+    let (mut topology, _) = load_hwloc(source)?;
+    topology
+        .edit(|editor| editor.allow(AllowSet::All))
+        .map_err(|e| LoadError::Hwloc {
+            action: "mark every PU allowed before exporting",
+            reason: e.to_string(),
+        })?;
     let xml = topology
         .export_xml(XMLExportFlags::empty())
         .map_err(|e| LoadError::Hwloc {
@@ -287,8 +325,13 @@ mod tests {
 
     #[test]
     fn live_discovery_and_export_round_trip() {
-        let live = load(&Source::Live).unwrap();
+        // The export has every PU allowed, whatever this process's cgroup allows.
+        let live = load_whole(&Source::Live).unwrap();
         assert!(!live.pus().is_empty());
+        assert_eq!(live.available().len(), live.pus().len());
+        let mine = load(&Source::Live).unwrap();
+        assert_eq!(mine.pus().len(), live.pus().len());
+        assert!(!mine.available().is_empty());
         let xml = export_xml(&Source::Live).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("host.xml");

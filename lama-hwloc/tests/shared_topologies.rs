@@ -61,13 +61,37 @@ fn zen3_has_l3_below_the_package() {
     assert_eq!(p.containment(0), [Level::Socket, Level::L3, Level::Core]);
 }
 
+/// The XML was captured inside a cgroup that allowed CPUs 0-5: that was the writer's
+/// restriction, not the machine's, so every PU of the file is available (a step's own CPUs
+/// restrict it later).
 #[test]
-fn disallowed_pus_are_unavailable() {
+fn a_files_allowed_set_is_not_a_restriction() {
     let Some(m) = machine("32amd64-4s2n4c-cgroup2.disallowed.xml") else {
         return;
     };
     assert_eq!(m.pus().len(), 32);
-    assert!(m.available().len() < 32 && !m.available().is_empty());
+    assert_eq!(m.available().len(), 32, "available: {}", m.available());
+}
+
+/// Exporting a restricted topology (what slurmd confined to its specialised CPUs, or `lama
+/// export` inside a job, would write) writes the whole machine, every PU allowed.
+#[test]
+fn export_drops_the_writers_allowed_set() {
+    let Some(dir) = folder() else { return };
+    let source = Source::Xml(dir.join("32amd64-4s2n4c-cgroup2.disallowed.xml"));
+    let (before, _) = lama_hwloc::load_hwloc(&source).unwrap();
+    assert_ne!(
+        before.allowed_cpuset(),
+        before.cpuset(),
+        "the fixture is restricted"
+    );
+    let xml = lama_hwloc::export_xml(&source).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("exported.xml");
+    std::fs::write(&file, xml).unwrap();
+    let (after, _) = lama_hwloc::load_hwloc(&Source::Xml(file)).unwrap();
+    assert_eq!(after.allowed_cpuset(), after.cpuset());
+    assert_eq!(after.cpuset(), before.cpuset());
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //!
 //!   cargo run --release -p spank-lama --example fuzz -- 1000000
 
-use lama_engine::{Bind, CpuList, Layout, Membind, Mppr, Order, PlanFile};
+use lama_engine::{Bind, CpuList, Layout, Membind, Mppr, Order};
+use lama_planfile::PlanFile;
 use spank_lama::cgroup::{locate, parse_mountinfo, parse_proc_cgroup};
 use spank_lama::config::SiteConfig;
 use std::panic::{catch_unwind, AssertUnwindSafe};

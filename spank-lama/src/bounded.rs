@@ -7,7 +7,7 @@ use std::path::Path;
 /// Largest site configuration, cgroup, `/proc` or host-name file read.
 pub const MAX_SMALL_FILE: u64 = 1 << 20;
 /// Longest environment variable value the plugin looks at (Slurm's own variables are short;
-/// the plan's text has its own bound, `lama_engine::planfile::MAX_PLAN_BYTES`).
+/// the plan's text has its own bound, `lama_planfile::MAX_PLAN_BYTES`).
 pub const MAX_ENV_VALUE: usize = 4096;
 
 /// Reads a text file of at most `max` bytes; a longer one is an error that says so.

@@ -4,6 +4,7 @@
 
 use crate::placement::{omp_place_list, omp_places, TaskPlacement};
 use lama_engine::{numa_nodes, render, CpuList, Machine, Membind};
+use lama_planfile::NodePlan;
 
 /// The environment variable that carries a plan's text from srun/sbatch/salloc (which read the
 /// file as the user) to the step's nodes; removed from every task's environment.
@@ -23,12 +24,15 @@ pub struct StepHere<'a> {
     pub cpus: &'a CpuList,
 }
 
-/// This node's tasks from a plan file: `globals[i]` is the global rank of local task `i`,
-/// `total` the step's task count, `step_cpus` the CPUs the step has here. Every mismatch is
-/// an error that says what does not fit, found before any task is bound.
+/// This node's tasks from the plan as this node read it ([`PlanFile::parse_for_node`]: only
+/// its own lines expanded): `globals[i]` is the global rank of local task `i`, `total` the
+/// step's task count, `step_cpus` the CPUs the step has here. Every mismatch is an error that
+/// says what does not fit, found before any task is bound.
+///
+/// [`PlanFile::parse_for_node`]: lama_planfile::PlanFile::parse_for_node
 pub fn planned_tasks(
     machine: &Machine,
-    file: &lama_engine::PlanFile,
+    plan: &NodePlan,
     step: &StepHere<'_>,
     verbose: bool,
     omp: bool,
@@ -39,27 +43,24 @@ pub fn planned_tasks(
         total,
         cpus: step_cpus,
     } = *step;
-    if file.ranks.len() != total as usize {
+    if plan.total != total {
         return Err(format!(
             "the plan is for {} ranks but the step has {total} tasks: launch with -n{}",
-            file.ranks.len(),
-            file.ranks.len()
+            plan.total, plan.total
         ));
     }
-    let here = file.ranks.iter().filter(|r| r.node == node).count();
+    let here = plan.here.len();
     let mut tasks = Vec::with_capacity(globals.len());
     for &g in globals {
-        let r = file
-            .ranks
-            .get(g as usize)
-            .ok_or_else(|| format!("rank {g} is not in the plan"))?;
-        if r.node != node {
-            return Err(format!(
-                "rank {g} is planned on {} but Slurm started it on {node}: launch with \
-                 SLURM_HOSTFILE set to the plan's .hosts file and -m arbitrary",
-                r.node
-            ));
-        }
+        let Some(r) = plan.rank(g) else {
+            return Err(match plan.node_of(g) {
+                Some(other) => format!(
+                    "rank {g} is planned on {other} but Slurm started it on {node}: launch with \
+                     SLURM_HOSTFILE set to the plan's .hosts file and -m arbitrary"
+                ),
+                None => format!("rank {g} is not in the plan"),
+            });
+        };
         let outside = CpuList::from_cpus(
             r.cpus
                 .cpus()
@@ -145,14 +146,14 @@ pub fn planned_environment(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lama_planfile::PlanFile;
 
     #[test]
     fn plans_apply_only_where_they_fit() {
         let m = Machine::synthetic("pack:2 core:2 pu:1").unwrap();
-        let file = lama_engine::PlanFile::parse(
-            "lama-plan 1\nranks 3\nrank 0 n1 pu 2 cpus 2\nrank 1 n2 pu 0 cpus 0\nrank 2 n1 pu 1 cpus 0-1\n",
-        )
-        .unwrap();
+        let text =
+            "lama-plan 1\nranks 3\nrank 0 n1 pu 2 cpus 2\nrank 1 n2 pu 0 cpus 0\nrank 2 n1 pu 1 cpus 0-1\n";
+        let file = PlanFile::parse_for_node(text, "n1", 4).unwrap();
         let all = CpuList::parse("0-3").unwrap();
         fn here<'a>(
             node: &'a str,
@@ -211,7 +212,8 @@ mod tests {
             assert!(e.starts_with(why), "{e}");
         }
         let far =
-            lama_engine::PlanFile::parse("lama-plan 1\nranks 1\nrank 0 n1 pu 9 cpus 9\n").unwrap();
+            PlanFile::parse_for_node("lama-plan 1\nranks 1\nrank 0 n1 pu 9 cpus 9\n", "n1", 10)
+                .unwrap();
         let wide = CpuList::parse("0-9").unwrap();
         let e = planned_tasks(&m, &far, &here("n1", &[0], 1, &wide), false, false).unwrap_err();
         assert!(e.contains("PU 9 is not in n1's topology"), "{e}");

@@ -8,7 +8,8 @@ use crate::plan_file::{self, PLAN_VARIABLE};
 use crate::request::{StepRequest, UserOptions};
 use crate::step_cpus::{self, StepCpus};
 use crate::{inherited, topology};
-use lama_engine::{Bind, CpuList, Membind, PlanFile};
+use lama_engine::{Bind, CpuList, Membind};
+use lama_planfile::PlanFile;
 use slurm_spank::{spank_log_user, SpankHandle};
 
 /// What LAMA does in this step on this node.
@@ -83,7 +84,9 @@ pub fn by_layout(
     node: &str,
     request: &StepRequest,
 ) -> Result<Step, StepError> {
-    let (resolved, micros) = topology::for_step(site, node)?;
+    let needs =
+        crate::topo_source::needed_levels(&request.layout, request.binding(), &request.mppr);
+    let (resolved, micros) = topology::for_step(site, node, &needs)?;
     let job = spank.job_id().map_err(|e| e.to_string())?;
     let step = spank.job_stepid().map_err(|e| e.to_string())?;
     let cpus =
@@ -206,12 +209,11 @@ pub fn by_plan(
         "the plan did not reach this node: it travels in the job's environment (srun \
          --export=NONE drops it)",
     )?;
-    let file = PlanFile::parse(&text).map_err(|e| format!("the plan is malformed: {e}"))?;
     let membind = match &user.membind {
         Some(m) => Membind::parse(m).map_err(|d| d.headline())?,
         None => site.membind,
     };
-    let (resolved, micros) = topology::for_step(site, node)?;
+    let (resolved, micros) = topology::for_step(site, node, &[])?;
     let job = spank.job_id().map_err(|e| e.to_string())?;
     let step = spank.job_stepid().map_err(|e| e.to_string())?;
     let cpus: CpuList =
@@ -219,8 +221,18 @@ pub fn by_plan(
     let globals = global_ranks(spank)?;
     let total = spank.job_total_task_count().map_err(|e| e.to_string())?;
     let verbose = user.verbose || site.verbose;
-    // Plans name Slurm's nodes, which need not be the kernel's host names.
+    // Plans name Slurm's nodes, which need not be the kernel's host names. Only this node's
+    // lines are expanded, each CPU bounded by the node's before it is (the text is the user's).
     let slurm_node = slurm_node_name(spank)?;
+    let cpu_bound = resolved
+        .machine
+        .pus()
+        .iter()
+        .map(|p| p.os + 1)
+        .max()
+        .unwrap_or(0);
+    let file = PlanFile::parse_for_node(&text, &slurm_node, cpu_bound)
+        .map_err(|e| format!("the plan is malformed: {e}"))?;
     let here = plan_file::StepHere {
         node: &slurm_node,
         globals: &globals,

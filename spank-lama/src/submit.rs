@@ -6,7 +6,7 @@ use crate::config::SiteConfig;
 use crate::inherited;
 use crate::options::user_options;
 use crate::plan_file::PLAN_VARIABLE;
-use lama_engine::PlanFile;
+use lama_planfile::PlanFile;
 use slurm_spank::SpankHandle;
 
 /// `init_post_opt` in srun (`srun == true`), sbatch and salloc: checks the options with the
@@ -60,7 +60,7 @@ pub fn check_plan_size(spank: &SpankHandle) -> Result<(), String> {
 fn read_plan(path: &str) -> Result<(String, PlanFile), String> {
     let from_file = crate::bounded::read_file(
         std::path::Path::new(path),
-        lama_engine::planfile::MAX_PLAN_BYTES as u64,
+        lama_planfile::MAX_PLAN_BYTES as u64,
     )
     .map_err(|e| e.to_string());
     let text = match from_file {

@@ -10,6 +10,14 @@
 //! renamed over the old one, so a step never reads half a file. Mode 0644: steps read it as
 //! root, and users may preview with it (`lama map --topology`). A failure is returned for the
 //! caller to log; slurmd starts anyway and steps fall back to the next source.
+//!
+//! Steps read a cache only if no user can write it but root and the owner of its directory
+//! ([`trusted`]): the file owned by root and not writable by group or others, its directory not
+//! writable by group or others. The directory may belong to the account Slurm runs its spool
+//! directory as (`/var/lib/slurm/slurmd` is `slurm`'s on Debian), which Slurm itself trusts for
+//! its own `hwloc_topo_whole.xml` there; slurmd does not write a cache into a directory that
+//! fails the rule. The XML has every PU allowed whatever slurmd's own CPUs are
+//! (with core specialisation, slurmd may be confined to the specialised ones).
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -45,11 +53,11 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
 }
 
 /// Whether a topology cache may be read as the node's topology: the file (after symbolic
-/// links) and its directory are owned by root and writable by root alone. `Err` says which is
-/// not and why.
+/// links) is owned by root and writable by root alone, and its directory is writable by its
+/// owner alone. `Err` says which is not and why.
 pub fn trusted(path: &Path) -> Result<(), String> {
     let real = fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    owned_by_root_alone(&real, "")?;
+    owned_by_root_alone(&real, "", true)?;
     let mut dirs = vec![real.parent().map(Path::to_path_buf)];
     // A link's own directory counts too: whoever can write it can point the link elsewhere.
     if real.as_path() != path {
@@ -59,7 +67,7 @@ pub fn trusted(path: &Path) -> Result<(), String> {
         );
     }
     for dir in dirs.into_iter().flatten() {
-        owned_by_root_alone(&dir, "directory ")?;
+        owned_by_root_alone(&dir, "directory ", false)?;
     }
     Ok(())
 }
@@ -75,13 +83,15 @@ fn trusted_owner() -> u32 {
     }
 }
 
-/// `Ok` if `path` is owned by root and writable by no one else; `what` names it in the error.
-fn owned_by_root_alone(path: &Path, what: &str) -> Result<(), String> {
+/// `Ok` if `path` is writable by its owner alone and, with `root`, owned by root; `what` names
+/// it in the error.
+fn owned_by_root_alone(path: &Path, what: &str, root: bool) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let meta = fs::metadata(path).map_err(|e| format!("{what}{}: {e}", path.display()))?;
-    let rule = "a topology cache and its directory must be owned by root and writable by root \
-                alone";
-    if meta.uid() != trusted_owner() {
+    let rule = "a topology cache must be owned by root and writable by root alone, in a \
+                directory writable by its owner alone (topology_cache= can name a file in such \
+                a directory)";
+    if root && meta.uid() != trusted_owner() {
         return Err(format!(
             "{what}{} is owned by uid {}: {rule}",
             path.display(),
@@ -115,7 +125,7 @@ pub fn export(
 ) -> Result<Exported, String> {
     let start = std::time::Instant::now();
     if let Some(dir) = path.parent().filter(|d| d.is_dir()) {
-        owned_by_root_alone(dir, "directory ")
+        owned_by_root_alone(dir, "directory ", false)
             .map_err(|e| format!("not written, steps would not trust it: {e}"))?;
     }
     let text = xml().map_err(|e| format!("cannot discover this node's topology: {e}"))?;
@@ -192,8 +202,14 @@ mod tests {
         trusted(&path).unwrap();
         mode(&path, 0o664);
         let e = trusted(&path).unwrap_err();
-        assert!(e.contains("is writable by group or others (mode 0664)"), "{e}");
-        assert!(e.contains("owned by root and writable by root alone"), "{e}");
+        assert!(
+            e.contains("is writable by group or others (mode 0664)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("owned by root and writable by root alone"),
+            "{e}"
+        );
         mode(&path, 0o644);
         mode(dir.path(), 0o1777);
         let e = trusted(&path).unwrap_err();
@@ -212,6 +228,12 @@ mod tests {
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let e = trusted(&link).unwrap_err();
         assert!(e.contains("(mode 0777)"), "{e}");
+        // A directory owned by the account Slurm runs its spool as (slurm on Debian), writable by
+        // it alone, holds a trusted cache; the file itself must be root's.
+        if std::os::unix::fs::chown(dir.path(), Some(65534), None).is_ok() {
+            mode(dir.path(), 0o755);
+            trusted(&path).unwrap();
+        }
         if std::os::unix::fs::chown(&path, Some(65534), None).is_ok() {
             let e = trusted(&path).unwrap_err();
             assert!(e.contains("is owned by uid 65534"), "{e}");

@@ -6,12 +6,22 @@
 //! 4. live hwloc discovery.
 //!
 //! A file is used only if it describes this node: its PUs are exactly the online CPUs of the
-//! running system. A missing, unreadable, corrupt or stale file is skipped with a reason that
-//! the caller logs; it is never trusted blindly.
+//! running system. A cache (Slurm's or LAMA's) is read only if root alone can write it and its
+//! directory ([`crate::topo_cache::trusted`]). A file is used for a step only if it has every
+//! level the step's layout, binding and MPPR limits name ([`needed_levels`]): Slurm's file
+//! keeps L3 but neither L2 nor L1, so `--lama-bind=1L2` must come from LAMA's cache or live
+//! discovery, as it does in `lama map` on the node's full XML. Live discovery is the last
+//! source and is always used when reached: a level no source has is one the node lacks, and the
+//! engine says so. A missing, unreadable, untrusted, corrupt, stale or incomplete file is
+//! skipped with a reason that the caller logs; it is never trusted blindly.
+//!
+//! An allowed set recorded in a file is its writer's restriction, not the machine's: every PU of
+//! a file is available, and only the step's CPUs restrict it (`lama_hwloc`). Live discovery
+//! likewise marks every PU available.
 
 use crate::config::SiteConfig;
 use lama_engine::{Bind, CpuList, Layout, Level, Machine, Mppr};
-use lama_hwloc::{load, LoadError, Source};
+use lama_hwloc::{load_whole, LoadError, Source};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -50,14 +60,29 @@ pub struct Resolved {
     pub skipped: Vec<String>,
 }
 
-/// Loads a file and checks that it describes this node.
-fn from_file(path: &Path, online: &CpuList) -> Result<Machine, String> {
-    let machine = load(&Source::Xml(path.to_path_buf())).map_err(|e| e.to_string())?;
+/// Loads a file and checks that it describes this node and has every level in `needs`.
+fn from_file(path: &Path, online: &CpuList, needs: &[Level]) -> Result<Machine, String> {
+    let machine = load_whole(&Source::Xml(path.to_path_buf())).map_err(|e| e.to_string())?;
     let pus = CpuList::from_cpus(machine.pus().iter().map(|p| p.os));
     if &pus != online {
         return Err(format!(
             "{} is stale: it describes CPUs {pus}, this node has CPUs {online} online",
             path.display()
+        ));
+    }
+    let missing: Vec<Level> = needs
+        .iter()
+        .copied()
+        .filter(|&l| machine.objects(l).is_empty())
+        .collect();
+    if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|l| l.name()).collect();
+        let tokens: Vec<&str> = missing.iter().map(|l| l.token()).collect();
+        return Err(format!(
+            "{} has no {} level, which this step's layout, binding or MPPR names ({})",
+            path.display(),
+            names.join(", "),
+            tokens.join(" ")
         ));
     }
     Ok(machine)
@@ -86,18 +111,19 @@ pub fn needed_levels(layout: &Layout, bind: Bind, mppr: &Mppr) -> Vec<Level> {
     needs
 }
 
-/// Finds this node's topology. `live` performs live discovery (a parameter so tests need no
-/// particular host).
+/// Finds this node's topology: the first source that describes this node and has every level
+/// of `needs` ([`needed_levels`]), else live discovery. `live` performs live discovery (a
+/// parameter so tests need no particular host).
 pub fn node_topology(
     site: &SiteConfig,
     node: &str,
     online: &CpuList,
-    _needs: &[Level],
+    needs: &[Level],
     live: impl FnOnce() -> Result<Machine, LoadError>,
 ) -> Result<Resolved, String> {
     let mut skipped = Vec::new();
     match site.topology_for(node) {
-        Some(Ok(path)) => match from_file(&path, online) {
+        Some(Ok(path)) => match from_file(&path, online, needs) {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,
@@ -128,7 +154,7 @@ pub fn node_topology(
             skipped.push(format!("{what}: {} does not exist", path.display()));
             continue;
         }
-        match from_file(path, online) {
+        match crate::topo_cache::trusted(path).and_then(|()| from_file(path, online, needs)) {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,
@@ -147,13 +173,15 @@ pub fn node_topology(
     })
 }
 
-/// [`node_topology`] with real live discovery.
+/// [`node_topology`] with real live discovery, every PU available (the step's CPUs restrict the
+/// machine afterwards; the allowed set of slurmstepd's own cgroup is not the step's).
 pub fn node_topology_live(
     site: &SiteConfig,
     node: &str,
     online: &CpuList,
+    needs: &[Level],
 ) -> Result<Resolved, String> {
-    node_topology(site, node, online, &[], || load(&Source::Live))
+    node_topology(site, node, online, needs, || load_whole(&Source::Live))
 }
 
 #[cfg(test)]
@@ -253,8 +281,14 @@ mod tests {
         )
         .unwrap();
         let online = CpuList::parse("0-3").unwrap();
-        let r =
-            node_topology(&site(dir.path(), Some("%n.xml")), "n", &online, &[], live_marker).unwrap();
+        let r = node_topology(
+            &site(dir.path(), Some("%n.xml")),
+            "n",
+            &online,
+            &[],
+            live_marker,
+        )
+        .unwrap();
         assert_eq!(r.source, SourceKind::Live);
         assert_eq!(r.skipped.len(), 3);
         assert!(
@@ -379,7 +413,11 @@ mod tests {
             &Mppr::none(),
         );
         let r = node_topology(&site, "n", &online, &plain, live_marker).unwrap();
-        assert!(matches!(r.source, SourceKind::SlurmCache(_)), "{:?}", r.skipped);
+        assert!(
+            matches!(r.source, SourceKind::SlurmCache(_)),
+            "{:?}",
+            r.skipped
+        );
         assert!(r.skipped.is_empty());
     }
 
@@ -400,7 +438,11 @@ mod tests {
         let r = node_topology(&site(dir.path(), None), "n", &online, &needs, live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
         assert_eq!(r.skipped.len(), 2, "{:?}", r.skipped);
-        assert!(r.skipped.iter().all(|s| s.contains("has no die")), "{:?}", r.skipped);
+        assert!(
+            r.skipped.iter().all(|s| s.contains("has no die")),
+            "{:?}",
+            r.skipped
+        );
     }
 
     #[test]
@@ -450,9 +492,32 @@ mod tests {
         if std::os::unix::fs::chown(&ours, Some(65534), None).is_ok() {
             let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
             assert_eq!(r.source, SourceKind::Live);
-            assert!(r.skipped[1].contains("is owned by uid 65534"), "{:?}", r.skipped);
+            assert!(
+                r.skipped[1].contains("is owned by uid 65534"),
+                "{:?}",
+                r.skipped
+            );
         } else {
             println!("not root: the owner check is not exercised");
         }
+    }
+
+    /// Slurm >= 25.05 with core specialisation: slurmd, confined to the specialised CPUs, wrote
+    /// a cache whose allowed set is those CPUs. The step must see every PU of the node.
+    #[test]
+    fn a_cache_written_by_a_confined_slurmd_has_every_pu_available() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/topologies/32amd64-4s2n4c-cgroup2.disallowed.xml");
+        if !fixture.is_file() {
+            println!("skipping: {} is absent", fixture.display());
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("lama_topology.xml");
+        std::fs::copy(&fixture, &ours).unwrap();
+        let online = CpuList::parse("0-31").unwrap();
+        let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::LamaCache(ours));
+        assert_eq!(r.machine.available(), online);
     }
 }

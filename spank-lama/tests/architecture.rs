@@ -1,0 +1,145 @@
+//! ARCHITECTURE.md's invariants for the plugin and the workspace that reading the sources can
+//! check: where FFI and panics may live, what the plugin writes, how large a module may grow.
+
+use std::path::{Path, PathBuf};
+
+fn top() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf()
+}
+
+/// The plugin's sources, with their text.
+fn plugin_sources() -> Vec<(PathBuf, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out: Vec<(PathBuf, String)> = std::fs::read_dir(&src)
+        .expect("spank-lama/src")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("a source file");
+            (p, text)
+        })
+        .collect();
+    out.sort();
+    assert!(out.len() >= 15, "only {} plugin sources", out.len());
+    out
+}
+
+/// The text before the file's `#[cfg(test)]` module.
+fn non_test(text: &str) -> &str {
+    text.split("\n#[cfg(test)]").next().unwrap_or(text)
+}
+
+/// The `[dependencies]` table of a crate's manifest, as crate names.
+fn dependencies(krate: &str) -> Vec<String> {
+    let manifest = std::fs::read_to_string(top().join(krate).join("Cargo.toml"))
+        .unwrap_or_else(|e| panic!("{krate}/Cargo.toml: {e}"));
+    let Some(table) = manifest.split("\n[dependencies]\n").nth(1) else {
+        return Vec::new();
+    };
+    table
+        .split("\n[")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(['.', '=', ' ']).next())
+        .filter(|n| !n.is_empty() && !n.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_exported_callback_is_behind_the_panic_guard() {
+    // `extern "C"` and `#[no_mangle]` appear only in lib.rs, whose `hook!` runs each callback
+    // inside the SPANK binding's `catch_unwind`.
+    for (path, text) in plugin_sources() {
+        if path.ends_with("lib.rs") {
+            assert!(
+                text.contains("spank_callback_with_globals::<Lama, _>"),
+                "lib.rs lost its guard"
+            );
+            continue;
+        }
+        for word in ["extern \"C\"", "no_mangle", "SPANK_PLUGIN!"] {
+            assert!(!text.contains(word), "{} has {word}", path.display());
+        }
+    }
+    let manifest =
+        std::fs::read_to_string(top().join("Cargo.toml")).expect("the workspace manifest");
+    assert!(
+        !manifest.contains("panic = \"abort\""),
+        "panic = \"abort\" in Cargo.toml"
+    );
+}
+
+#[test]
+fn the_plugin_starts_no_thread_and_writes_one_file() {
+    for (path, text) in plugin_sources() {
+        let code = non_test(&text);
+        assert!(
+            !code.contains("std::thread"),
+            "{} starts a thread",
+            path.display()
+        );
+        let writes = ["fs::write", "File::create", "OpenOptions"]
+            .iter()
+            .any(|w| code.contains(w));
+        assert!(
+            !writes || path.ends_with("topo_cache.rs"),
+            "{} writes a file (only topo_cache.rs writes, the topology cache)",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn no_module_is_over_about_four_hundred_lines_of_code() {
+    for (path, text) in plugin_sources() {
+        let lines = non_test(&text)
+            .lines()
+            .filter(|l| {
+                let t = l.trim();
+                !t.is_empty() && !t.starts_with("//")
+            })
+            .count();
+        assert!(lines <= 420, "{} has {lines} lines of code", path.display());
+    }
+}
+
+#[test]
+fn ffi_lives_where_the_architecture_says() {
+    // hwloc only through lama-hwloc, Scotch only through lama-plan, and the plugin links
+    // neither Scotch nor the planner.
+    for krate in [
+        "lama-engine",
+        "lama-slurm",
+        "lama-planfile",
+        "lama-man",
+        "lama-plan",
+        "lama-cli",
+        "spank-lama",
+    ] {
+        let deps = dependencies(krate);
+        assert!(
+            !deps.iter().any(|d| d == "hwlocality"),
+            "{krate} depends on hwlocality"
+        );
+    }
+    assert!(dependencies("lama-hwloc").iter().any(|d| d == "hwlocality"));
+    for krate in [
+        "lama-engine",
+        "lama-slurm",
+        "lama-planfile",
+        "spank-lama",
+        "lama-cli",
+    ] {
+        let deps = dependencies(krate);
+        assert!(
+            !deps.iter().any(|d| d.starts_with("scotch")),
+            "{krate} depends on Scotch"
+        );
+    }
+    assert!(!dependencies("spank-lama").iter().any(|d| d == "lama-plan"));
+}

@@ -35,38 +35,46 @@ impl CpuList {
 
     /// Parses the kernel format. Blank input (an empty cpuset file) is the empty list.
     pub fn parse(input: &str) -> Result<Self, CpuListError> {
+        let mut cpus = Vec::new();
+        for (a, b) in Self::ranges(input)? {
+            cpus.extend(a..=b);
+        }
+        Ok(Self::from_cpus(cpus))
+    }
+
+    /// The ranges of a list in the kernel format (`0-3,8` is `[(0, 3), (8, 8)]`), checked (each
+    /// a number or a forward range, none above [`MAX_CPU`]) without expanding them, for callers
+    /// that must bound what a list holds before they hold it. Blank input has no range.
+    pub fn ranges(input: &str) -> Result<Vec<(u32, u32)>, CpuListError> {
         let err = |reason: String| CpuListError {
             input: input.to_string(),
             reason,
         };
+        let num = |s: &str| -> Result<u32, CpuListError> {
+            let n: u32 = s
+                .parse()
+                .map_err(|_| err(format!("'{s}' is not a CPU number")))?;
+            if n > MAX_CPU {
+                return Err(err(format!("CPU {n} is larger than {MAX_CPU}")));
+            }
+            Ok(n)
+        };
         let text = input.trim();
-        let mut cpus = Vec::new();
         if text.is_empty() {
-            return Ok(CpuList(cpus));
+            return Ok(Vec::new());
         }
-        for part in text.split(',') {
-            let part = part.trim();
-            let num = |s: &str| -> Result<u32, CpuListError> {
-                let n: u32 = s
-                    .parse()
-                    .map_err(|_| err(format!("'{s}' is not a CPU number")))?;
-                if n > MAX_CPU {
-                    return Err(err(format!("CPU {n} is larger than {MAX_CPU}")));
-                }
-                Ok(n)
-            };
-            match part.split_once('-') {
+        text.split(',')
+            .map(|part| match part.trim().split_once('-') {
                 Some((a, b)) => {
                     let (a, b) = (num(a)?, num(b)?);
                     if a > b {
                         return Err(err(format!("range {a}-{b} runs backwards")));
                     }
-                    cpus.extend(a..=b);
+                    Ok((a, b))
                 }
-                None => cpus.push(num(part)?),
-            }
-        }
-        Ok(Self::from_cpus(cpus))
+                None => num(part.trim()).map(|n| (n, n)),
+            })
+            .collect()
     }
 
     /// The CPUs, ascending.

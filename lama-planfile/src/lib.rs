@@ -115,37 +115,6 @@ impl NodePlan {
     }
 }
 
-/// The ranges of a CPU list (`0-3,8`), checked without expanding them: each a number or a
-/// forward range, no number above [`lama_engine::cpulist::MAX_CPU`]. The error is the CPU list's.
-fn ranges(list: &str) -> Result<Vec<(u32, u32)>, lama_engine::cpulist::CpuListError> {
-    use lama_engine::cpulist::{CpuListError, MAX_CPU};
-    let err = |reason: String| CpuListError {
-        input: list.to_string(),
-        reason,
-    };
-    let num = |s: &str| -> Result<u32, CpuListError> {
-        let n: u32 = s
-            .parse()
-            .map_err(|_| err(format!("'{s}' is not a CPU number")))?;
-        if n > MAX_CPU {
-            return Err(err(format!("CPU {n} is larger than {MAX_CPU}")));
-        }
-        Ok(n)
-    };
-    list.split(',')
-        .map(|part| match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(err(format!("range {a}-{b} runs backwards")));
-                }
-                Ok((a, b))
-            }
-            None => num(part).map(|n| (n, n)),
-        })
-        .collect()
-}
-
 /// Which ranks' CPUs a parse expands: every rank's, or one node's with its CPU bound.
 #[derive(Clone, Copy)]
 enum Select<'a> {
@@ -303,7 +272,7 @@ fn parse(text: &str, select: Select<'_>) -> Result<Parsed, PlanFileError> {
             .parse()
             .map_err(|_| err(n, format!("'{pu}' is not a PU number")))?;
         // Checked as ranges: nothing is expanded before it is known to be small enough.
-        let list = ranges(cpus).map_err(|e| err(n, e.to_string()))?;
+        let list = CpuList::ranges(cpus).map_err(|e| err(n, e.to_string()))?;
         // This node's CPUs first: a CPU it does not have is the clearer reason.
         let expand = match select {
             Select::All => true,

@@ -61,14 +61,21 @@ base_image() {
     echo "$tag"
 }
 
+# The node image's build context: its files here and the MPI test program's sources.
+node_files=(Dockerfile entrypoint.sh slurm.conf cgroup.conf topologies.txt)
 node_image() {
-    local base=$1 hash tag
-    hash=$( (echo "$base"; cat "$here/Dockerfile" "$here/entrypoint.sh" "$here/slurm.conf" \
-        "$here/cgroup.conf" "$here/topologies.txt") | sha256sum | cut -c1-12)
+    local base=$1 hash tag ctx
+    hash=$( (echo "$base"; cd "$here" && cat "${node_files[@]}"; cat "$top"/tests/mpi/*) \
+        | sha256sum | cut -c1-12)
     tag=spank-lama/node:$hash
     if ! docker image inspect "$tag" >/dev/null 2>&1; then
-        log "building the node image"
-        docker build -q --build-arg BASE="$base" -t "$tag" "$here" >/dev/null || return 1
+        log "building the node image (with Open MPI, MPICH and tests/mpi)"
+        ctx=$(mktemp -d "$build/context.XXXXXX") || return 1
+        (cd "$here" && cp "${node_files[@]}" "$ctx/") && cp -r "$top/tests/mpi" "$ctx/mpi" \
+            && docker build -q --build-arg BASE="$base" -t "$tag" "$ctx" >/dev/null
+        local rc=$?
+        rm -rf "$ctx"
+        [ $rc -eq 0 ] || { echo "cluster: the node image did not build" >&2; return 1; }
     fi
     echo "$tag"
 }

@@ -3,10 +3,12 @@
 # then the whole end-to-end suite (tests, fault tests, configuration matrix) on a docker Slurm
 # cluster of its own for each supported Slurm: 24.11 (Debian trixie), then 26.05 (Debian sid)
 # (tests/e2e/ci.sh: started, tested, daemon logs kept on failure, removed), then the tests on
-# the QEMU test node, a real two-package, four-NUMA-node SMT machine with cgroup v2 and Slurm
-# 24.11 (vmnode/vm.sh test), when this machine can run it; when it cannot, it says why and
-# goes on. Installs what it needs first. LAMA_SLURM=24.11 or 26.05 runs one docker flavour only;
-# LAMA_VM=0 leaves out the guest.
+# the QEMU test node, a real two-package, four-NUMA-node SMT machine with cgroup v2, with
+# Slurm 24.11 (Debian trixie), then 26.05 (Debian sid) (vmnode/vm.sh test, one guest at a
+# time), when this machine can run it; when it cannot, it says why and goes on. Installs what
+# it needs first. LAMA_SLURM=24.11 or 26.05 runs one flavour only (docker cluster and guest);
+# LAMA_VM=0 leaves out the guest; LAMA_VM_CGROUP_JOB_ID_PATHS=yes runs the 26.05 guest with
+# CgroupJobIdPaths=yes (job_<id> cgroup directories instead of SLUIDs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -36,11 +38,17 @@ for f in "${flavours[@]}"; do
 done
 
 not_run=
-if why=$(vmnode/vm.sh check 2>&1); then
-    log "end-to-end tests on the QEMU test node (cgroup v2, 2 packages, 4 NUMA nodes, SMT)"
-    t=$SECONDS
-    vmnode/vm.sh test || rc=1
-    log "QEMU test node: build, boot and tests took $((SECONDS - t))s"
+# What the machine must have is the same for both guests (vmnode/vm.sh check). CgroupJobIdPaths
+# is a 26.05 setting: the 24.11 guest never gets it.
+if why=$(env -u LAMA_VM_CGROUP_JOB_ID_PATHS vmnode/vm.sh check 2>&1); then
+    for f in "${flavours[@]}"; do
+        vm_env=(env LAMA_SLURM="$f")
+        [ "$f" != 24.11 ] || vm_env+=(-u LAMA_VM_CGROUP_JOB_ID_PATHS)
+        log "end-to-end tests on the QEMU test node, Slurm $f (cgroup v2, 2 packages, 4 NUMA nodes, SMT)"
+        t=$SECONDS
+        "${vm_env[@]}" vmnode/vm.sh test || rc=1
+        log "QEMU test node, Slurm $f: build, boot and tests took $((SECONDS - t))s"
+    done
 else
     not_run="NOT RUN: the tests on the QEMU test node, as ${why#vmnode: }"
     log "$not_run"

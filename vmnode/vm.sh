@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The QEMU test node (see vmnode/README.md): one Debian trixie guest under QEMU's software
-# emulation with a real multi-socket NUMA topology (2 packages x 2 dies, one NUMA node and one
-# L3 per die, 4 cores per package, 2 threads per core: 16 CPUs) and cgroup v2, running Slurm
-# 24.11's slurmctld and slurmd (cgroup/v2, task/cgroup,task/affinity, proctrack/cgroup) with
-# the plugin installed from its Debian package.
+# The QEMU test node (see vmnode/README.md): one Debian guest under QEMU's software emulation
+# with a real multi-socket NUMA topology (2 packages x 2 dies, one NUMA node and one L3 per
+# die, 4 cores per package, 2 threads per core: 16 CPUs) and cgroup v2, running Slurm's
+# slurmctld and slurmd (cgroup/v2, task/cgroup,task/affinity, proctrack/cgroup) with the
+# plugin installed from its Debian package. Two flavours, as the docker clusters have:
+# LAMA_SLURM=24.11 (the default: Debian trixie, Slurm 24.11) or 26.05 (Debian sid, Slurm
+# 26.05); each has its own image cache and run directory, so the two never clash.
 #   vmnode/vm.sh build     the guest image (vmnode/image.sh; cached by a hash of its inputs)
-#   vmnode/vm.sh up        build, the plugin's package for Slurm 24.11 (scripts/package.sh), boot,
-#                          install the package, write Slurm's configuration with the node line of
-#                          the guest's own hwloc discovery, start munge, slurmctld, slurmd; each
-#                          step waits on readiness and names what is late
+#   vmnode/vm.sh up        build, the plugin's package for the flavour's Slurm
+#                          (scripts/package.sh), boot, install the package, write Slurm's
+#                          configuration with the node line of the guest's own hwloc discovery,
+#                          start munge, slurmctld, slurmd; each step waits on readiness and
+#                          names what is late
 #   vmnode/vm.sh down      stop the guest (its disk is a snapshot: nothing of a run is kept)
 #   vmnode/vm.sh exec [-u USER] CMD...   run a command in the guest (root by default), stdin
 #                          passed through, its exit status returned
@@ -17,6 +20,11 @@
 #   vmnode/vm.sh check     whether this machine can run the guest; prints the reason if not
 #   vmnode/vm.sh test [TEST...]  check, up, tests/vm/run.sh, logs on failure, down
 # Environment:
+#   LAMA_SLURM=24.11|26.05 the guest's Slurm (default 24.11); every command acts on that
+#                          flavour's guest
+#   LAMA_VM_CGROUP_JOB_ID_PATHS=yes  (26.05 only) up/test write CgroupJobIdPaths=yes in
+#                          cgroup.conf: job cgroups named job_<id> as before 26.05, instead of
+#                          26.05's default, the job's SLUID
 #   LAMA_VM=0              check (and so scripts/test.sh) says the guest tests are not wanted
 #   LAMA_VM_BOOT_TIMEOUT=S bound on the boot, up to the guest's sshd answering (default 420)
 #   LAMA_VM_TEST_TIMEOUT=S test: bound on tests/vm/run.sh (default 1200)
@@ -26,10 +34,28 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
 . "$top/scripts/lib.sh"
-build=$here/.build
+flavour=${LAMA_SLURM:-24.11}
+# The flavour's Debian suite (scripts/lib.sh, shared with the docker clusters; it also sets
+# the docker build directory, which this script does not use: its own follows).
+slurm_flavour "$flavour" "$top" || exit 2
+# tests/vm/run.sh, run by `test`, calls this script again: the same flavour.
+export LAMA_SLURM=$flavour
+# Per flavour: the image cache and the run directory (pid file, port, console, ssh socket),
+# and QEMU's process name. 24.11 keeps the first guest's places.
+case $flavour in
+    24.11) build=$here/.build; qemu_name=lama-vmnode ;;
+    *) build=$here/.build/slurm-$flavour; qemu_name=lama-vmnode-${flavour/./} ;;
+esac
 run=$build/run
-suite=trixie
-flavour=24.11
+cgroup_job_id_paths=${LAMA_VM_CGROUP_JOB_ID_PATHS:-no}
+case $cgroup_job_id_paths in
+    yes | no) ;;
+    *) echo "vmnode: LAMA_VM_CGROUP_JOB_ID_PATHS=$cgroup_job_id_paths: use yes or no" >&2; exit 2 ;;
+esac
+if [ "$cgroup_job_id_paths" == yes ] && [ "$flavour" == 24.11 ]; then
+    echo "vmnode: LAMA_VM_CGROUP_JOB_ID_PATHS=yes is for Slurm 26.05 (24.11 names job cgroups job_<id> always and has no CgroupJobIdPaths)" >&2
+    exit 2
+fi
 
 # The machine: two packages of two dies; each die one NUMA node of 1 GiB with its own L3 (QEMU
 # shares L3 per die); two cores per die, two threads per core. Cascadelake-Server, an Intel
@@ -57,8 +83,9 @@ cmd_build() {
         echo "$dir"
         return 0
     fi
-    log "building the guest image from Debian $suite packages ($mirror): ${dir#"$top"/}"
-    # Images of earlier inputs are removed: each is about 1 GiB.
+    log "building the Slurm $flavour guest image from Debian $suite packages ($mirror): ${dir#"$top"/}"
+    # Images of earlier inputs of this flavour are removed: each is about 1 GiB. (The 24.11
+    # cache is vmnode/.build/image-*, the others' vmnode/.build/slurm-R/image-*.)
     rm -rf "$build"/image-*
     "$here/image.sh" "$dir.tmp" "$suite" "$mirror" >&2 \
         || { echo "vmnode: building the guest image failed" >&2; rm -rf "$dir.tmp"; return 1; }
@@ -86,7 +113,7 @@ running() {
     pid=$(cat "$run/qemu.pid" 2>/dev/null) || return 1
     # (No pipe into grep -q: under pipefail an early exit of grep fails the pipe.)
     cmdline=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || return 1
-    [[ $cmdline == *" -name lama-vmnode "* ]]
+    [[ $cmdline == *" -name $qemu_name "* ]]
 }
 
 # The first loopback port from P (default LAMA_VM_PORT, else 10022) nothing answers on.
@@ -144,13 +171,13 @@ boot() {
         port=$(free_port "$port")
         echo "$port" > "$run/port"
         rm -f "$run/qemu.pid" "$run/console.log"
-        log "booting the guest (QEMU TCG, 16 CPUs: 2 packages x 2 dies x 2 cores x 2 threads, 4 NUMA nodes; ssh on 127.0.0.1:$port)"
+        log "booting the Slurm $flavour guest (QEMU TCG, 16 CPUs: 2 packages x 2 dies x 2 cores x 2 threads, 4 NUMA nodes; ssh on 127.0.0.1:$port)"
         # The guest's writes go to a temporary snapshot; the image stays as built. Its only
         # network is QEMU's user-mode network, restricted (no route out of the guest), with the
         # guest's sshd forwarded to a loopback port of the host.
-        if qemu-system-x86_64 -name lama-vmnode "${qemu_machine[@]}" \
+        if qemu-system-x86_64 -name "$qemu_name" "${qemu_machine[@]}" \
             -kernel "$dir/vmlinux" -initrd "$dir/initrd.img" \
-            -append "root=/dev/vda rw console=ttyS0 quiet" \
+            -append "root=/dev/vda rw console=ttyS0 quiet panic=-1" -no-reboot \
             -drive "file=$dir/root.img,if=virtio,format=raw,snapshot=on" \
             -nic "user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
             -display none -monitor none -serial "file:$run/console.log" \
@@ -185,7 +212,12 @@ configure_slurm() {
     # Memory is left to the jobs' defaults; RealMemory stays as slurmd measures it.
     { cat "$here/slurm.conf"; echo "$node_line"; echo "PartitionName=debug Nodes=vmnode Default=YES MaxTime=INFINITE State=UP"; } \
         | guest 'cat > /etc/slurm/slurm.conf' || return 1
-    guest 'cat > /etc/slurm/cgroup.conf' < "$here/cgroup.conf" || return 1
+    # 26.05 names a job's cgroup v2 directory by its SLUID unless CgroupJobIdPaths=yes.
+    { cat "$here/cgroup.conf"
+      if [ "$cgroup_job_id_paths" == yes ]; then
+          echo "# LAMA_VM_CGROUP_JOB_ID_PATHS=yes: job_<id> directories, as before 26.05"
+          echo "CgroupJobIdPaths=yes"
+      fi; } | guest 'cat > /etc/slurm/cgroup.conf' || return 1
     echo "$node_line" > "$run/node-line"
 }
 
@@ -218,7 +250,15 @@ cmd_up() {
     deb=$(LAMA_DEB_FAST=1 "$top/scripts/package.sh" "$flavour") || return 1
     cmd_down 2>/dev/null || true
     mkdir -p "$run" && echo "$dir" > "$run/image" || return 1
-    boot "$dir" || return 1
+    # A kernel panic while booting (seen once in three boots of sid's kernel 7.2 under TCG on a
+    # loaded machine: "Oops: int3" in the scheduler's load balancing at 2.6 s) ends QEMU at
+    # once (panic=-1, -no-reboot); the guest is booted once more then.
+    if ! boot "$dir"; then
+        grep -q 'Kernel panic' "$run/console.log" 2>/dev/null || return 1
+        cp "$run/console.log" "$run/console-panic.log"
+        log "the guest's kernel panicked while booting (console in ${run#"$top"/}/console-panic.log); booting it once more"
+        boot "$dir" || return 1
+    fi
     install_plugin "$deb" || return 1
     configure_slurm || return 1
     local unit
@@ -228,7 +268,9 @@ cmd_up() {
         guest 'tail -n 20 /var/log/slurm/slurmd.log' >&2 || true
         return 1
     fi
-    log "Slurm is up in the guest after $((SECONDS - t0))s: $(cat "$run/node-line")"
+    local paths=
+    [ "$cgroup_job_id_paths" == no ] || paths=" (CgroupJobIdPaths=yes)"
+    log "Slurm $(guest 'slurmd -V' | awk '{ print $2 }') is up in the guest after $((SECONDS - t0))s$paths: $(cat "$run/node-line")"
 }
 
 cmd_down() {
@@ -292,12 +334,12 @@ cmd_test() {
     # Bounded: a test waiting on an allocation that never comes must not hold CI.
     timeout "${LAMA_VM_TEST_TIMEOUT:-1200}" "$top/tests/vm/run.sh" "$@" || rc=1
     if [ $rc -ne 0 ]; then
-        local logs=${TMPDIR:-/tmp}/spank-lama-vm-logs.txt
+        local logs=${TMPDIR:-/tmp}/spank-lama-vm-logs-$flavour.txt
         cmd_logs > "$logs" 2>&1 || true
         echo "vmnode: daemon logs and console in $logs" >&2
     fi
     cmd_down
-    log "guest tests took $((SECONDS - t0))s"
+    log "Slurm $flavour guest: build, boot and tests took $((SECONDS - t0))s"
     return $rc
 }
 

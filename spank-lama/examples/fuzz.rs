@@ -143,7 +143,16 @@ fn main() {
                 let _ = parse_proc_cgroup(s);
                 let _ = parse_mountinfo(s, false);
                 let _ = parse_mountinfo(s, true);
-                locate(s, Some(s), 42, 0).is_ok()
+                locate(
+                    s,
+                    Some(s),
+                    spank_lama::cgroup::Job {
+                        id: 42,
+                        sluid: Some(s),
+                    },
+                    0,
+                )
+                .is_ok()
             },
         ),
         (

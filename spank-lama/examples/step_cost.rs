@@ -39,7 +39,11 @@ fn main() {
                 std::process::exit(1);
             }
         };
-        let half = machine.pus().iter().map(|p| p.os).take(machine.pus().len() / 2);
+        let half = machine
+            .pus()
+            .iter()
+            .map(|p| p.os)
+            .take(machine.pus().len() / 2);
         let m = machine.restrict(&CpuList::from_cpus(half));
         let cores = m
             .objects(lama_engine::Level::Core)

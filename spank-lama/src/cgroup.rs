@@ -108,6 +108,31 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Which job a cgroup directory must be: `job_<id>`, or on Slurm 26.05 (unless
+/// `CgroupJobIdPaths=yes`) the job's SLUID (`SLURM_JOB_SLUID`, e.g. `s6M1M856ZF7500`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job<'a> {
+    /// The job id.
+    pub id: u32,
+    /// The job's SLUID, when Slurm gives one.
+    pub sluid: Option<&'a str>,
+}
+
+impl Job<'_> {
+    /// Whether a path component is this job's directory.
+    fn is_dir(&self, component: &str) -> bool {
+        component.strip_prefix("job_") == Some(self.id.to_string().as_str())
+            || self.sluid.is_some_and(|s| !s.is_empty() && component == s)
+    }
+
+    fn describe(&self) -> String {
+        match self.sluid {
+            Some(s) if !s.is_empty() => format!("job_{} or {s}", self.id),
+            _ => format!("job_{}", self.id),
+        }
+    }
+}
+
 /// Where a step's cpuset lives, found from one read of `/proc/self/cgroup` and
 /// `/proc/self/mountinfo`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +150,7 @@ pub struct StepCgroup {
 pub fn locate(
     proc_cgroup: &str,
     mountinfo: Option<&str>,
-    job: u32,
+    job: Job<'_>,
     step: u32,
 ) -> Result<StepCgroup, String> {
     let hierarchy = parse_proc_cgroup(proc_cgroup)
@@ -145,12 +170,12 @@ pub fn locate(
             }),
         });
     // Keep the path up to this step's directory; it must name this job and step.
-    let job_dir = format!("job_{job}");
+    let job_dir = job.describe();
     let step_dir = format!("step_{step}");
     let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
     let job_at = components
         .iter()
-        .position(|c| *c == job_dir)
+        .position(|c| job.is_dir(c))
         .ok_or_else(|| format!("cgroup path {path} does not name {job_dir}"))?;
     let step_at = components[job_at..]
         .iter()
@@ -204,7 +229,7 @@ impl StepCgroup {
 
 /// Finds the step's cgroup under `root` (`/` on a real node; a temporary directory in tests):
 /// one read of `/proc/self/cgroup` and `/proc/self/mountinfo`.
-pub fn locate_in(root: &Path, job: u32, step: u32) -> Result<StepCgroup, String> {
+pub fn locate_in(root: &Path, job: Job<'_>, step: u32) -> Result<StepCgroup, String> {
     let read = |p: &str| {
         crate::bounded::read_file(
             &root.join(p.trim_start_matches('/')),
@@ -217,7 +242,7 @@ pub fn locate_in(root: &Path, job: u32, step: u32) -> Result<StepCgroup, String>
 }
 
 /// The step's CPUs on this node from its cgroup, with the cgroup they came from.
-pub fn step_cpus(job: u32, step: u32) -> Result<(CpuList, StepCgroup), String> {
+pub fn step_cpus(job: Job<'_>, step: u32) -> Result<(CpuList, StepCgroup), String> {
     let cgroup = locate_in(Path::new("/"), job, step)?;
     Ok((cgroup.cpus_in(Path::new("/"))?, cgroup))
 }
@@ -229,20 +254,24 @@ mod tests {
     #[test]
     fn the_version_follows_the_hierarchy() {
         assert_eq!(
-            locate(V1_CGROUP, Some(V1_MOUNTINFO), 42, 0)
+            locate(V1_CGROUP, Some(V1_MOUNTINFO), id(42), 0)
                 .unwrap()
                 .version,
             1
         );
         assert_eq!(
-            locate(V2_CGROUP, Some(V2_MOUNTINFO), 42, 3)
+            locate(V2_CGROUP, Some(V2_MOUNTINFO), id(42), 3)
                 .unwrap()
                 .version,
             2
         );
     }
 
-    fn file(cg: &str, mi: Option<&str>, job: u32, step: u32) -> Result<PathBuf, String> {
+    fn id(id: u32) -> Job<'static> {
+        Job { id, sluid: None }
+    }
+
+    fn file(cg: &str, mi: Option<&str>, job: Job<'_>, step: u32) -> Result<PathBuf, String> {
         locate(cg, mi, job, step).map(|c| c.file)
     }
 
@@ -258,14 +287,14 @@ mod tests {
     #[test]
     fn v1_step_file() {
         assert_eq!(
-            file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 0).unwrap(),
+            file(V1_CGROUP, Some(V1_MOUNTINFO), id(42), 0).unwrap(),
             PathBuf::from("/sys/fs/cgroup/cpuset/slurm/uid_1000/job_42/step_0/cpuset.cpus")
         );
         // Multiple-slurmd roots and a mount whose root is not the hierarchy's root.
         let cg = "5:cpuset:/docker/abc/slurm_node1/uid_0/job_7/step_2\n";
         let mi = "30 25 0:26 /docker/abc /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n";
         assert_eq!(
-            file(cg, Some(mi), 7, 2).unwrap(),
+            file(cg, Some(mi), id(7), 2).unwrap(),
             PathBuf::from("/sys/fs/cgroup/cpuset/slurm_node1/uid_0/job_7/step_2/cpuset.cpus")
         );
     }
@@ -273,14 +302,14 @@ mod tests {
     #[test]
     fn v2_step_file() {
         assert_eq!(
-            file(V2_CGROUP, Some(V2_MOUNTINFO), 42, 3).unwrap(),
+            file(V2_CGROUP, Some(V2_MOUNTINFO), id(42), 3).unwrap(),
             PathBuf::from(
                 "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus"
             )
         );
         // Without mountinfo, the usual mount point.
         assert_eq!(
-            file(V2_CGROUP, None, 42, 3).unwrap(),
+            file(V2_CGROUP, None, id(42), 3).unwrap(),
             PathBuf::from(
                 "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_3/user/cpuset.cpus"
             )
@@ -288,18 +317,43 @@ mod tests {
     }
 
     #[test]
+    fn slurm_26_05_names_the_job_by_its_sluid() {
+        // Seen on the 26.05 guest (CgroupJobIdPaths=no, the default).
+        let cg = "0::/system.slice/vmnode_slurmstepd.scope/s6M1M856ZF7500/step_0/slurm\n";
+        let sluid = Job {
+            id: 16,
+            sluid: Some("s6M1M856ZF7500"),
+        };
+        assert_eq!(
+            file(cg, Some(V2_MOUNTINFO), sluid, 0).unwrap(),
+            PathBuf::from(
+                "/sys/fs/cgroup/system.slice/vmnode_slurmstepd.scope/s6M1M856ZF7500/step_0/user/cpuset.cpus"
+            )
+        );
+        // Without the SLUID, or with another job's, the path is not this job's.
+        let e = file(cg, Some(V2_MOUNTINFO), id(16), 0).unwrap_err();
+        assert!(e.ends_with("does not name job_16"), "{e}");
+        let other = Job {
+            id: 16,
+            sluid: Some("s6M1M856ZHPV00"),
+        };
+        let e = file(cg, Some(V2_MOUNTINFO), other, 0).unwrap_err();
+        assert!(e.ends_with("does not name job_16 or s6M1M856ZHPV00"), "{e}");
+    }
+
+    #[test]
     fn wrong_or_missing_paths_are_explained() {
-        let e = file(V1_CGROUP, Some(V1_MOUNTINFO), 43, 0).unwrap_err();
+        let e = file(V1_CGROUP, Some(V1_MOUNTINFO), id(43), 0).unwrap_err();
         assert_eq!(
             e,
             "cgroup path /slurm/uid_1000/job_42/step_0 does not name job_43"
         );
-        let e = file(V1_CGROUP, Some(V1_MOUNTINFO), 42, 1).unwrap_err();
+        let e = file(V1_CGROUP, Some(V1_MOUNTINFO), id(42), 1).unwrap_err();
         assert!(e.contains("does not name step_1"), "{e}");
-        assert!(file("garbage\n", None, 1, 0).is_err());
+        assert!(file("garbage\n", None, id(1), 0).is_err());
         let cg = "5:cpuset:/elsewhere/job_7/step_2\n";
         let mi = "30 25 0:26 /docker/abc /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n";
-        assert!(file(cg, Some(mi), 7, 2)
+        assert!(file(cg, Some(mi), id(7), 2)
             .unwrap_err()
             .contains("outside the mount"));
     }
@@ -323,7 +377,7 @@ mod tests {
         dir
     }
 
-    fn step_cpus_in(root: &Path, job: u32, step: u32) -> Result<CpuList, String> {
+    fn step_cpus_in(root: &Path, job: Job<'_>, step: u32) -> Result<CpuList, String> {
         locate_in(root, job, step)?.cpus_in(root)
     }
 
@@ -337,7 +391,10 @@ mod tests {
                 "1,3-4\n",
             ),
         ]);
-        assert_eq!(step_cpus_in(t.path(), 42, 0).unwrap().to_string(), "1,3-4");
+        assert_eq!(
+            step_cpus_in(t.path(), id(42), 0).unwrap().to_string(),
+            "1,3-4"
+        );
         let t = tree(&[
             ("/proc/self/cgroup", V2_CGROUP),
             ("/proc/self/mountinfo", V2_MOUNTINFO),
@@ -346,8 +403,11 @@ mod tests {
                 "0-1\n",
             ),
         ]);
-        assert_eq!(step_cpus_in(t.path(), 42, 3).unwrap().to_string(), "0-1");
-        assert!(step_cpus_in(t.path(), 43, 3).is_err());
+        assert_eq!(
+            step_cpus_in(t.path(), id(42), 3).unwrap().to_string(),
+            "0-1"
+        );
+        assert!(step_cpus_in(t.path(), id(43), 3).is_err());
     }
 
     #[test]
@@ -361,7 +421,7 @@ mod tests {
             (&format!("{dir}/cpuset.cpus.effective"), "0-15\n"),
             (&format!("{dir}/cpuset.cpus"), "\n"),
         ]);
-        let e = step_cpus_in(t.path(), 42, 3).unwrap_err();
+        let e = step_cpus_in(t.path(), id(42), 3).unwrap_err();
         assert!(
             e.ends_with("user/cpuset.cpus is empty: Slurm does not confine this step's cores (ConstrainCores=no or no task/cgroup)"),
             "{e}"
@@ -384,11 +444,11 @@ mod tests {
                 files.push((file, c));
             }
             let t = tree(&files);
-            let e = step_cpus_in(t.path(), 42, 0).unwrap_err();
+            let e = step_cpus_in(t.path(), id(42), 0).unwrap_err();
             assert!(e.contains(why), "{e}");
         }
         let t = tree(&[]);
-        assert!(step_cpus_in(t.path(), 1, 0)
+        assert!(step_cpus_in(t.path(), id(1), 0)
             .unwrap_err()
             .contains("/proc/self/cgroup"));
     }

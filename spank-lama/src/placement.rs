@@ -300,6 +300,7 @@ mod tests {
         let cpus: Vec<String> = local.tasks.iter().map(|t| t.cpus.to_string()).collect();
         assert_eq!(cpus, ["0-2", "3-5", "6-8", "9-11"]);
         assert_eq!(local.narrower, None);
+        assert_eq!(local.here.len(), 1, "{:?}", local.here);
         let note = local.here.join("; ");
         assert!(
             note.starts_with("note: the default binding 2c cannot give 4 task(s)"),

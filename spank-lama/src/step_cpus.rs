@@ -47,7 +47,14 @@ pub fn here(
                 CpuList::parse(list).map_err(|e| format!("S_STEP_ALLOC_CORES '{list}': {e}"))?;
             cores_to_cpus(machine, &abstract_cores)
         });
-    let set = decide(cgroup::step_cpus(job, step), allocated)?;
+    // Slurm 26.05 names the job's cgroup v2 directory by its SLUID (unless
+    // CgroupJobIdPaths=yes), which the step's environment carries.
+    let sluid = crate::bounded::env_value(spank.getenv("SLURM_JOB_SLUID").ok().flatten());
+    let this_job = cgroup::Job {
+        id: job,
+        sluid: sluid.as_deref(),
+    };
+    let set = decide(cgroup::step_cpus(this_job, step), allocated)?;
     tracing::info!(
         job,
         step,

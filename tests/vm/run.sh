@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests on the QEMU test node (vmnode/vm.sh up): one Slurm 24.11 node whose machine
+# End-to-end tests on the QEMU test node (vmnode/vm.sh up): one Slurm node (24.11, or 26.05 with
+# LAMA_SLURM=26.05, the variable that also picks vmnode/vm.sh's guest) whose machine
 # has two packages, four NUMA nodes (two per package, each with its own L3), eight cores and two
 # threads per core, confined with cgroup v2. Every assertion is on the kernel's view of each
 # task (Cpus_allowed_list, Mems_allowed_list, /proc/self/numa_maps, /proc/self/cgroup) or on
@@ -19,6 +20,32 @@ as_user() { "$vm" exec -u tester "$@"; }
 # Runs a command as root in the guest.
 on_guest() { "$vm" exec "$@"; }
 nodes_idle() { [ "$(as_user sinfo -h -N -o %T)" == idle ]; }
+
+# The guest's Slurm release (vmnode/vm.sh talks to this flavour's guest; t_setup checks it).
+flavour=${LAMA_SLURM:-24.11}
+spool=/var/lib/slurm/slurmd
+# The topology file a step reads first: Slurm 24.11's own cache; 25.05 and later no longer
+# write it, and the plugin's own cache, written when slurmd starts, is read instead.
+case $flavour in
+    24.11) topology_file=$spool/hwloc_topo_whole.xml; step_source="Slurm's cached $topology_file" ;;
+    *) topology_file=$spool/lama_topology.xml; step_source="LAMA's cached $topology_file" ;;
+esac
+
+# job_cgroup JOBID [SLUID]: the name of the job's cgroup v2 directory under slurmstepd's scope:
+# job_<id> on 24.11, and on 26.05 with CgroupJobIdPaths=yes (cgroup.conf); else, 26.05's
+# default, the job's SLUID (e.g. s6M1M856ZHPV00; a task has it as SLURM_JOB_SLUID, squeue as
+# -O SLUID while the job is known).
+job_cgroup() {
+    local job=$1 sluid=${2:-}
+    if [ "$flavour" == 24.11 ] \
+        || [ "$(as_user scontrol show config | awk '$1 == "CgroupJobIdPaths" { print $3 }')" == yes ]; then
+        echo "job_$job"
+        return
+    fi
+    [ -n "$sluid" ] || sluid=$(as_user squeue -h -j "$job" -O SLUID | tr -d ' ')
+    [[ $sluid =~ ^s[0-9A-Z]+$ ]] || { echo "no SLUID for job $job: [$sluid]" >&2; return 1; }
+    echo "$sluid"
+}
 
 # The whole machine for one step: the step runs in an exclusive allocation (salloc -N1
 # --exclusive), so its cpuset is all 16 CPUs. (srun -n4 --exclusive alone gives the job the
@@ -41,7 +68,8 @@ t_setup() {
     on_guest lstopo-no-graphics --of xml - > "$work/vmnode.xml" || fail "lstopo in the guest failed" || return 1
     [ -x "$lama" ] || fail "$lama is missing (scripts/package.sh builds it)" || return 1
     wait_for 60 nodes_idle || fail "the node is not idle: $(as_user sinfo -h -N -o %T)" || return 1
-    on_guest dpkg-query -W spank-lama > /dev/null || fail "the plugin's package is not installed in the guest"
+    on_guest dpkg-query -W spank-lama > /dev/null || fail "the plugin's package is not installed in the guest" || return 1
+    assert_eq "the guest's Slurm release (LAMA_SLURM)" "$flavour" "$(on_guest slurmd -V | awk '{ print $2 }' | cut -d. -f1-2)"
 }
 
 t_real_topology() {
@@ -61,33 +89,43 @@ t_real_topology() {
     # Slurm's view: its own hwloc discovery, no fake XML (sockets:cores:threads and CPUs).
     assert_eq "sinfo S:C:T CPUs" "2:4:2 16" "$(as_user sinfo -h -N -o '%z %c')" || return 1
     on_guest test ! -e /etc/slurm/topology || fail "the guest has an admin topology file" || return 1
-    # And the topology the steps read is the machine's: Slurm's cached XML gives the same
-    # placement of all 16 PUs as the topology discovered just now.
-    on_guest cat /var/lib/slurm/slurmd/hwloc_topo_whole.xml > "$work/slurm.xml" || fail "no Slurm cached XML" || return 1
+    # And the topology the steps read is the machine's: the cached XML (Slurm's on 24.11, the
+    # plugin's on 26.05, where Slurm writes none) gives the same placement of all 16 PUs as the
+    # topology discovered just now.
+    if [ "$flavour" != 24.11 ]; then
+        on_guest test ! -e "$spool/hwloc_topo_whole.xml" || fail "Slurm $flavour wrote $spool/hwloc_topo_whole.xml" || return 1
+        on_guest grep -qF "lama: topology cached in $topology_file (" /var/log/slurm/slurmd.log \
+            || fail "slurmd's log does not show the plugin caching the topology: $(on_guest grep 'lama: topology' /var/log/slurm/slurmd.log | tail -n 2)" || return 1
+    fi
+    on_guest cat "$topology_file" > "$work/slurm.xml" || fail "no cached XML $topology_file" || return 1
     local live cached
     live=$("$lama" map -t "$work/vmnode.xml" --np 16 --map Nscbnh --json | jq -ce '.processes | select(length == 16)') \
         || fail "lama map on the discovered topology failed" || return 1
     cached=$("$lama" map -t "$work/slurm.xml" --np 16 --map Nscbnh --json | jq -ce '.processes | select(length == 16)') \
-        || fail "lama map on Slurm's cached topology failed" || return 1
-    assert_eq "Slurm's cached topology" "$live" "$cached" || return 1
+        || fail "lama map on the cached topology $topology_file failed" || return 1
+    assert_eq "the cached topology $topology_file" "$live" "$cached" || return 1
     # and a step says it read that file.
     local task_report='echo "$SLURM_PROCID $SLURM_JOB_ID"' job
     run_whole -n1 --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
     job=$(awk '{ print $2 }' "$work/out")
     [[ $job =~ ^[0-9]+$ ]] || fail "the step's job id: [$job]" || return 1
-    on_guest grep -qE "lama: placed 1 task\(s\) with layout scbnh .* job=$job step=0 source=Slurm's cached /var/lib/slurm/slurmd/hwloc_topo_whole.xml " \
-        /var/log/slurm/slurmd.log || fail "slurmd's log does not show job $job's step reading Slurm's cached topology"
+    on_guest grep -qE "lama: placed 1 task\(s\) with layout scbnh .* job=$job step=0 source=$step_source " \
+        /var/log/slurm/slurmd.log || fail "slurmd's log does not show job $job's step reading $step_source"
 }
 
 t_cgroup_v2() {
     assert_eq "file system at /sys/fs/cgroup" "cgroup2fs" "$(on_guest stat -fc %T /sys/fs/cgroup)" || return 1
     on_guest grep -qw cpuset /sys/fs/cgroup/cgroup.controllers || fail "no cpuset controller in cgroup.controllers" || return 1
     assert_eq "Slurm's cgroup plugin" "cgroup/v2" "$(as_user scontrol show config | awk '$1 == "CgroupPlugin" { print $3 }')" || return 1
-    # Each task lives in its step's cgroup v2 tree under slurmstepd's scope.
-    as_user srun -n1 cat /proc/self/cgroup > "$work/cg" 2> "$work/err" || fail "srun failed: $(cat "$work/err")" || return 1
+    # Each task lives in its step's cgroup v2 tree under slurmstepd's scope, in its job's
+    # directory (job_J, or on 26.05 by default the job's SLUID: job_cgroup).
+    as_user srun -n1 sh -c 'echo "$SLURM_JOB_ID ${SLURM_JOB_SLUID:-}"; cat /proc/self/cgroup' > "$work/cg" 2> "$work/err" \
+        || fail "srun failed: $(cat "$work/err")" || return 1
+    local dir
+    dir=$(job_cgroup $(head -n1 "$work/cg")) || fail "the job's cgroup directory name: $(head -n1 "$work/cg")" || return 1
     # (Debian's slurmd names the scope after the node: vmnode_slurmstepd.scope.)
-    grep -qE '^0::/system.slice/(vmnode_)?slurmstepd.scope/job_[0-9]+/step_0/user/task_0$' "$work/cg" \
-        || fail "the task's cgroup: $(cat "$work/cg")"
+    tail -n +2 "$work/cg" | grep -qxE "0::/system.slice/(vmnode_)?slurmstepd.scope/$dir/step_0/user/task_0" \
+        || fail "the task's cgroup (its job's directory $dir): $(tail -n +2 "$work/cg")"
 }
 
 # check_layout MAP BIND NP [BY-HAND]: srun -n NP on the whole node with --lama-map=MAP
@@ -174,10 +212,11 @@ t_partial_allocation() {
     local holder held
     holder=$(hold_cpus vmnode 6) || return 1
     # The job's cgroup appears when its first step (the batch step) starts, after RUNNING.
-    local held_file="/sys/fs/cgroup/system.slice/*slurmstepd.scope/job_$holder/cpuset.cpus.effective"
+    local held_file
+    held_file="/sys/fs/cgroup/system.slice/*slurmstepd.scope/$(job_cgroup "$holder")/cpuset.cpus.effective" || return 1
     wait_for 30 on_guest sh -c "test -s $held_file"
     held=$(on_guest sh -c "cat $held_file")
-    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup | sed "s|/task_[0-9]*$||")/cpuset.cpus.effective) $SLURM_JOB_ID"'
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup | sed "s|/task_[0-9]*$||")/cpuset.cpus.effective) $SLURM_JOB_ID ${SLURM_JOB_SLUID:-}"'
     # -c2: one core per task (with CR_CPU, -n4 alone gets 4 threads, two cores, where four
     # 1c bindings cannot fit without sharing).
     run_srun -n4 -c2 --lama-map=scbnh
@@ -200,7 +239,9 @@ t_partial_allocation() {
     # The plugin read the step's CPUs from the cgroup v2 file, and said so.
     # (Its configured cpuset.cpus, not .effective, which holds the whole node when Slurm does
     # not constrain cores; intersected with the step's allocated cores.)
-    on_guest grep -qE "lama: step CPUs $step_cpus from cgroup v2 /sys/fs/cgroup/system.slice/(vmnode_)?slurmstepd.scope/job_$job/step_0/user/cpuset.cpus \($step_cpus\) and allocated cores \($step_cpus\)" \
+    local dir
+    dir=$(job_cgroup "$job" "$(awk 'NR == 1 { print $6 }' "$work/out")") || return 1
+    on_guest grep -qE "lama: step CPUs $step_cpus from cgroup v2 /sys/fs/cgroup/system.slice/(vmnode_)?slurmstepd.scope/$dir/step_0/user/cpuset.cpus \($step_cpus\) and allocated cores \($step_cpus\)" \
         /var/log/slurm/slurmd.log || fail "slurmd's log does not name the cgroup v2 step cpuset: $(on_guest grep 'step CPUs' /var/log/slurm/slurmd.log | tail -n 2)"
 }
 

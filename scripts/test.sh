@@ -42,8 +42,10 @@ not_run=
 # is a 26.05 setting: the 24.11 guest never gets it.
 if why=$(env -u LAMA_VM_CGROUP_JOB_ID_PATHS vmnode/vm.sh check 2>&1); then
     for f in "${flavours[@]}"; do
-        vm_env=(env LAMA_SLURM="$f")
+        # (env's options before its assignments: `env A=1 -u B` would run a command `-u`.)
+        vm_env=(env)
         [ "$f" != 24.11 ] || vm_env+=(-u LAMA_VM_CGROUP_JOB_ID_PATHS)
+        vm_env+=(LAMA_SLURM="$f")
         log "end-to-end tests on the QEMU test node, Slurm $f (cgroup v2, 2 packages, 4 NUMA nodes, SMT)"
         t=$SECONDS
         "${vm_env[@]}" vmnode/vm.sh test || rc=1

@@ -446,7 +446,9 @@ t_layouts_threads_and_more() {
 all_tests=(t_setup t_real_topology t_cgroup_v2 t_layouts_core_binding t_layouts_two_cores
     t_layouts_numa_binding t_layouts_package_binding t_die_level t_mppr t_partial_allocation t_membind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
-    t_row_broken_plugin_line t_order_sequential t_layouts_threads_and_more t_daemons_still_up)
+    t_row_broken_plugin_line t_cache_levels_on_slurms_topology t_odd_cpus_per_task_on_smt
+    t_row_core_spec_without_slurms_xml t_order_sequential t_layouts_threads_and_more
+    t_daemons_still_up)
 selected=("$@")
 [ ${#selected[@]} -gt 0 ] || selected=("${all_tests[@]}")
 [ "${selected[0]}" == t_setup ] || selected=(t_setup "${selected[@]}")

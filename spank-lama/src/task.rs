@@ -21,11 +21,16 @@ pub fn remove_private_variables(spank: &mut SpankHandle) {
     }
 }
 
-/// The local task's placement.
-fn task(tasks: &[TaskPlacement], local: i32) -> Result<&TaskPlacement, String> {
+/// The calling task's local id and placement.
+fn this_task<'a>(
+    spank: &SpankHandle,
+    tasks: &'a [TaskPlacement],
+) -> Result<(i32, &'a TaskPlacement), String> {
+    let local = spank.task_id().map_err(|e| e.to_string())?;
     usize::try_from(local)
         .ok()
         .and_then(|l| tasks.get(l))
+        .map(|task| (local, task))
         .ok_or_else(|| format!("lama: no placement for local task {local}"))
 }
 
@@ -38,8 +43,7 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
             cpus,
             tasks,
         } => {
-            let local = spank.task_id().map_err(|e| e.to_string())?;
-            let task = task(tasks, local)?;
+            let (local, task) = this_task(spank, tasks)?;
             let fail = |e: String| format!("lama: {node}: task {}: {e}", task.global);
             let bound = request.binding() != lama_engine::Bind::None;
             if bound {
@@ -76,8 +80,7 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
             verbose,
             tasks,
         } => {
-            let local = spank.task_id().map_err(|e| e.to_string())?;
-            let task = task(tasks, local)?;
+            let (local, task) = this_task(spank, tasks)?;
             let fail = |e: String| format!("lama: {node}: task {}: {e}", task.global);
             bind::set_affinity(&task.cpus).map_err(fail)?;
             let mems = match *membind != Membind::None && !task.mems.is_empty() {

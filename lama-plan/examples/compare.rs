@@ -1,7 +1,9 @@
-//! Plans against Slurm's default and the best LAMA layout, on the seed paper's machine shape
-//! (4 leaf switches x 22 nodes of 2 x 12-core packages with 2 NUMA nodes each: 2,112 cores)
-//! and on 4 such nodes (96 cores), for stencils, a ring, all-to-all and a clustered random
-//! matrix. Prints one row per case with the time `lama_plan::plan` took.
+//! Plans against Slurm's default, the best LAMA layout, the recursive bisection and Scotch, on
+//! the seed paper's machine shape (4 leaf switches x 22 nodes of 2 x 12-core packages with 2
+//! NUMA nodes each: 2,112 cores) and on 4 such nodes (96 cores), for 2-D and 3-D stencils of
+//! several aspect ratios, a ring, all-to-all, a clustered and a random sparse matrix, under
+//! the default distances and under a second set. Prints one row per case with the time
+//! `lama_plan::plan` took.
 //!
 //!   cargo run --release -p lama-plan --example compare
 
@@ -12,65 +14,105 @@ use lama_plan::network::Network;
 use lama_plan::{guard_layouts, plan, Unit};
 use std::time::Instant;
 
-/// A machine: its label, leaf switches, nodes per switch, and the matrices tried on it.
-type Shape = (&'static str, usize, usize, [(&'static str, CommMatrix); 5]);
+/// Each rank talks to `degree` ranks drawn at random (volumes 1 to 8), reproducibly.
+fn random_sparse(n: u32, degree: u32, seed: u64) -> CommMatrix {
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let mut e = Vec::new();
+    for i in 0..n {
+        for _ in 0..degree {
+            let j = (next() % u64::from(n)) as u32;
+            e.push((i, j, (1 + next() % 8) as f64));
+        }
+    }
+    CommMatrix::from_entries(n, e)
+}
+
+/// 2-D and 3-D grid shapes.
+type Shapes = (&'static [(u32, u32)], &'static [(u32, u32, u32)]);
+
+fn cases(n: u32) -> Vec<(String, CommMatrix)> {
+    let mut out: Vec<(String, CommMatrix)> = Vec::new();
+    let (two, three): Shapes = if n == 96 {
+        (&[(12, 8), (24, 4), (48, 2)], &[(6, 4, 4), (12, 4, 2)])
+    } else {
+        (
+            &[(48, 44), (132, 16), (264, 8)],
+            &[(16, 12, 11), (33, 8, 8)],
+        )
+    };
+    for &(x, y) in two {
+        out.push((format!("2D stencil {x}x{y}"), patterns::stencil_2d(x, y)));
+    }
+    for &(x, y, z) in three {
+        out.push((
+            format!("3D stencil {x}x{y}x{z}"),
+            patterns::stencil_3d(x, y, z),
+        ));
+    }
+    out.push(("ring".to_string(), patterns::ring(n)));
+    out.push(("clustered 8".to_string(), patterns::clustered(n, 8, 42)));
+    out.push(("random, 4 partners".to_string(), random_sparse(n, 4, 7)));
+    out.push(("all-to-all".to_string(), patterns::all_to_all(n)));
+    out
+}
 
 fn main() {
     let node = Machine::synthetic("pack:2 numa:2 core:6 pu:1").expect("a synthetic node");
-    let shapes: [Shape; 2] = [
-        (
-            "4 nodes, 96 cores",
-            1,
-            4,
-            [
-                ("2D stencil 12x8", patterns::stencil_2d(12, 8)),
-                ("3D stencil 6x4x4", patterns::stencil_3d(6, 4, 4)),
-                ("ring", patterns::ring(96)),
-                ("all-to-all", patterns::all_to_all(96)),
-                ("clustered 8", patterns::clustered(96, 8, 42)),
-            ],
-        ),
-        (
-            "4x22 nodes, 2112 cores",
-            4,
-            22,
-            [
-                ("2D stencil 48x44", patterns::stencil_2d(48, 44)),
-                ("3D stencil 16x12x11", patterns::stencil_3d(16, 12, 11)),
-                ("ring", patterns::ring(2112)),
-                ("all-to-all", patterns::all_to_all(2112)),
-                ("clustered 8", patterns::clustered(2112, 8, 42)),
-            ],
-        ),
-    ];
+    let second = Distances::parse("l2=1,l3=2,numa=3,package=4,node=6,switch=20,farther=24")
+        .expect("distances");
     println!(
-        "| machine | matrix | plan | Slurm default (csbnh) | plan vs default | best layout | plan vs best | winner | time |"
+        "| distances | machine | matrix | plan | Slurm default (csbnh) | plan vs default | best layout | plan vs best | bisection | plan vs bisection | Scotch | winner | time |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for (label, switches, per_switch, cases) in shapes {
-        let (names, network) = Network::fat_tree(switches, per_switch);
-        let machines = vec![&node; names.len()];
-        let system = System::new(machines, &names, &network, Distances::default())
-            .expect("every node on a switch");
-        let paths: Vec<Vec<usize>> = names
-            .iter()
-            .map(|n| network.path(n).expect("on a switch"))
-            .collect();
-        for (name, matrix) in cases {
-            let t0 = Instant::now();
-            let p = plan(&matrix, &system, &paths, Unit::Core, &guard_layouts()).expect("a plan");
-            let took = t0.elapsed();
-            let block = p.cost_of("csbnh").unwrap_or(f64::NAN);
-            let (best_name, best) = p.best_layout().unwrap_or(("-", f64::NAN));
-            let pct = |a: f64, b: f64| format!("{:+.1}%", (a - b) / b * 100.0);
-            println!(
-                "| {label} | {name} | {:.0} | {block:.0} | {} | {best_name} {best:.0} | {} | {} | {:.0} ms |",
-                p.cost,
-                pct(p.cost, block),
-                pct(p.cost, best),
-                p.winner,
-                took.as_secs_f64() * 1000.0
-            );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (dname, distances) in [("default", Distances::default()), ("second", second)] {
+        for (label, switches, per_switch) in [
+            ("4 nodes, 96 cores", 1, 4),
+            ("4x22 nodes, 2112 cores", 4, 22),
+        ] {
+            let (names, network) = Network::fat_tree(switches, per_switch);
+            let machines = vec![&node; names.len()];
+            let system =
+                System::new(machines, &names, &network, distances).expect("every node on a switch");
+            let paths: Vec<Vec<usize>> = names
+                .iter()
+                .map(|n| network.path(n).expect("on a switch"))
+                .collect();
+            for (name, matrix) in cases(names.len() as u32 * 24) {
+                let t0 = Instant::now();
+                let p =
+                    plan(&matrix, &system, &paths, Unit::Core, &guard_layouts()).expect("a plan");
+                let took = t0.elapsed();
+                let block = p.cost_of("csbnh").unwrap_or(f64::NAN);
+                let (best_name, best) = p.best_layout().unwrap_or(("-", f64::NAN));
+                let bisection = p.cost_of("bisection").unwrap_or(f64::NAN);
+                let scotch = p
+                    .cost_of("scotch")
+                    .map_or("not run".to_string(), |c| format!("{c:.0}"));
+                let pct = |a: f64, b: f64| {
+                    let v = (a - b) / b * 100.0;
+                    format!("{:+.1}%", if v.abs() < 0.05 { 0.0 } else { v })
+                };
+                println!(
+                    "| {dname} | {label} | {name} | {:.0} | {block:.0} | {} | {best_name} {best:.0} | {} | {bisection:.0} | {} | {scotch} | {}{} | {:.0} ms |",
+                    p.cost,
+                    pct(p.cost, block),
+                    pct(p.cost, best),
+                    pct(p.cost, bisection),
+                    p.winner,
+                    if p.swaps > 0 {
+                        format!(" + {} swaps", p.swaps)
+                    } else {
+                        String::new()
+                    },
+                    took.as_secs_f64() * 1000.0
+                );
+            }
         }
     }
 }

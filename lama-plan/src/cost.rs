@@ -2,8 +2,14 @@
 //! PUs is the cost of the closest level that contains both.
 //!
 //! Levels, closest first: the same PU (0), the same core, L2 cache, L3 cache, NUMA node,
-//! package, node, leaf switch, and anything farther. Where levels nest unusually (a NUMA node
-//! holding several packages) a pair shares several of them; it costs the cheapest it shares.
+//! package, node, leaf switch, and anything farther. The costs follow each machine's real
+//! nesting, not the level names: the node-internal levels present are sorted by the size of
+//! their objects (PUs per object, smallest first) and given the node-internal costs in
+//! ascending order. On a usual machine that changes nothing; where a NUMA node holds several
+//! packages, the package (the smaller object) gets the NUMA cost and the NUMA node the package
+//! cost, so two ranks in one package cost less than two ranks in one NUMA node but different
+//! packages, as a program feels it (with the names' costs both pairs would cost the same). A
+//! pair costs the cost of the smallest object both share.
 
 use crate::network::Network;
 use lama_engine::{Level, Machine};
@@ -113,15 +119,44 @@ pub const LEVELS: [Level; 5] = [
 
 const NONE: u32 = u32::MAX;
 
-/// For one machine: per logical PU, the smallest object of each of [`LEVELS`] holding it.
+/// For one machine: per logical PU, the smallest object of each of [`LEVELS`] holding it, and
+/// the cost of sharing an object of each level on this machine (by nesting, as the module
+/// says; `None` for a level the machine does not have).
 #[derive(Debug, Clone)]
 pub struct Geometry {
     ids: Vec<[u32; 5]>,
+    costs: [Option<f64>; 5],
+}
+
+/// The cost of sharing each of [`LEVELS`] on `m`: the levels present, sorted by the mean size
+/// of their objects (ties in [`LEVELS`] order), get the node-internal costs of the levels
+/// present in ascending order.
+fn nested_costs(m: &Machine, d: &Distances) -> [Option<f64>; 5] {
+    let inside = d.inside();
+    let mut present: Vec<(f64, usize)> = Vec::new();
+    for (k, &level) in LEVELS.iter().enumerate() {
+        let objs = m.objects(level);
+        if !objs.is_empty() {
+            let pus: u64 = objs
+                .iter()
+                .map(|o| u64::from(o.pus.end - o.pus.start))
+                .sum();
+            present.push((pus as f64 / objs.len() as f64, k));
+        }
+    }
+    present.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut costs: Vec<f64> = present.iter().map(|&(_, k)| inside[k]).collect();
+    costs.sort_by(f64::total_cmp);
+    let mut out = [None; 5];
+    for (&(_, k), c) in present.iter().zip(costs) {
+        out[k] = Some(c);
+    }
+    out
 }
 
 impl Geometry {
-    /// Computes the geometry of a machine.
-    pub fn new(m: &Machine) -> Geometry {
+    /// Computes the geometry of a machine under these distances.
+    pub fn new(m: &Machine, d: &Distances) -> Geometry {
         let mut ids = vec![[NONE; 5]; m.pus().len()];
         for (k, &level) in LEVELS.iter().enumerate() {
             let objs = m.objects(level);
@@ -137,7 +172,16 @@ impl Geometry {
                 }
             }
         }
-        Geometry { ids }
+        Geometry {
+            ids,
+            costs: nested_costs(m, d),
+        }
+    }
+
+    /// The cost of two PUs sharing an object of `level` (one of [`LEVELS`]) on this machine.
+    pub fn level_cost(&self, level: Level) -> Option<f64> {
+        let k = LEVELS.iter().position(|&l| l == level)?;
+        self.costs[k]
     }
 }
 
@@ -169,7 +213,10 @@ impl<'m> System<'m> {
                 .ok_or_else(|| format!("node {n} is under no switch of the network"))?;
             leaf.push(path[0]);
         }
-        let geometry = machines.iter().map(|m| Geometry::new(m)).collect();
+        let geometry = machines
+            .iter()
+            .map(|m| Geometry::new(m, &distances))
+            .collect();
         Ok(System {
             machines,
             geometry,
@@ -208,14 +255,20 @@ impl<'m> System<'m> {
         }
         let g = &self.geometry[a.0 as usize];
         let (x, y) = (&g.ids[a.1 as usize], &g.ids[b.1 as usize]);
-        let costs = d.inside();
         let mut best = d.node;
         for k in 0..LEVELS.len() {
-            if x[k] != NONE && x[k] == y[k] && costs[k] < best {
-                best = costs[k];
+            if let Some(c) = g.costs[k] {
+                if x[k] != NONE && x[k] == y[k] && c < best {
+                    best = c;
+                }
             }
         }
         best
+    }
+
+    /// The geometry of node `n`.
+    pub fn geometry(&self, n: usize) -> &Geometry {
+        &self.geometry[n]
     }
 
     /// The cost of a placement of the matrix's ranks (`spots[rank]`).
@@ -246,6 +299,28 @@ mod tests {
         assert_eq!(s.distance((0, 0), (1, 0)), 256.0); // same switch
         let matrix = CommMatrix::from_entries(2, [(0, 1, 3.0)]);
         assert_eq!(s.cost(&matrix, &[(0, 0), (0, 2)]), 12.0);
+    }
+
+    #[test]
+    fn a_numa_node_holding_two_packages_still_tells_packages_apart() {
+        // One NUMA node over both packages (checked by hand: PUs 0-3 package 0, 4-7 package 1,
+        // all in NUMA node 0). By the names' costs a pair in one package and a pair across the
+        // packages would both cost numa=8; by nesting the package (4 PUs) is inside the NUMA
+        // node (8 PUs), so the package costs 8 and the NUMA node 16.
+        let m = Machine::synthetic("numa:1 pack:2 core:4 pu:1").unwrap();
+        let names = vec!["a".to_string()];
+        let net = Network::single_switch(&names);
+        let s = System::new(vec![&m], &names, &net, Distances::default()).unwrap();
+        assert_eq!(s.distance((0, 0), (0, 3)), 8.0);
+        assert_eq!(s.distance((0, 0), (0, 4)), 16.0);
+        assert_eq!(s.geometry(0).level_cost(Level::Socket), Some(8.0));
+        assert_eq!(s.geometry(0).level_cost(Level::Numa), Some(16.0));
+        assert_eq!(s.geometry(0).level_cost(Level::L3), None);
+        // The usual nesting keeps the names' costs.
+        let usual = Machine::synthetic("pack:2 numa:2 core:2 pu:1").unwrap();
+        let s = System::new(vec![&usual], &names, &net, Distances::default()).unwrap();
+        assert_eq!(s.distance((0, 0), (0, 1)), 8.0);
+        assert_eq!(s.distance((0, 0), (0, 2)), 16.0);
     }
 
     #[test]

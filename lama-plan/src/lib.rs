@@ -13,10 +13,12 @@
 //! distances. Scotch may put two ranks on one leaf; those are moved to the free slot that adds
 //! the least cost.
 
+mod bisect;
 pub mod cost;
 pub use lama_slurm::hostlist;
 pub mod matrix;
 pub mod network;
+mod refine;
 mod scotch;
 
 use cost::{Spot, System, LEVELS};
@@ -72,16 +74,18 @@ pub struct Candidate {
     pub cost: Result<f64, String>,
 }
 
-/// A plan: the winner's placement and every candidate's cost.
+/// A plan: the winner's placement, refined, and every candidate's cost.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// One entry per rank.
     pub ranks: Vec<RankPlace>,
-    /// The candidate that won.
+    /// The candidate that won (before the swaps).
     pub winner: String,
-    /// Its cost.
+    /// The plan's cost: the winner's after the swaps.
     pub cost: f64,
-    /// Every candidate, Scotch first, then the layouts in [`GUARD_LAYOUTS`] order.
+    /// How many cost-lowering swaps (or moves to a free slot) refined the winner.
+    pub swaps: usize,
+    /// Every candidate: Scotch, the bisection, then the layouts (the guard layouts first).
     pub candidates: Vec<Candidate>,
 }
 
@@ -98,7 +102,7 @@ impl Plan {
     pub fn best_layout(&self) -> Option<(&str, f64)> {
         self.candidates
             .iter()
-            .filter(|c| c.name != "scotch")
+            .filter(|c| c.name != "scotch" && c.name != "bisection")
             .filter_map(|c| c.cost.as_ref().ok().map(|&v| (c.name.as_str(), v)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
     }
@@ -183,23 +187,21 @@ fn owner(m: &Machine, level: Level, p: u32) -> Option<usize> {
 /// A tree position's key: depth, the coordinates above it, and what it stands for.
 type DenseKey = (usize, Vec<u32>, (u8, usize));
 
-/// The Scotch target for these slots: one coordinate per tree level for each slot.
-fn target(
-    system: &System<'_>,
-    network_depth: &[Vec<usize>],
-    slots: &[Slot],
-    unit: Unit,
-) -> scotch::Target {
+/// The machine tree of a list of slots: one coordinate per tree level for each slot (network
+/// levels from the root, the node within its leaf switch, the node's levels, the hardware
+/// thread) and the model's cost of a link between children at each depth.
+struct Tree {
+    coords: Vec<Vec<u32>>,
+    links: Vec<f64>,
+}
+
+fn tree(system: &System<'_>, network_depth: &[Vec<usize>], slots: &[Slot], unit: Unit) -> Tree {
     let machines = system.machines();
     let levels = inner_levels(machines[0]);
     let d = system.distances();
-    let cost_of = |l: Level| match l {
-        Level::Core => d.core,
-        Level::L2 => d.l2,
-        Level::L3 => d.l3,
-        Level::Numa => d.numa,
-        _ => d.package,
-    };
+    // The costs by the first machine's nesting, as the cost model prices them.
+    let geometry = system.geometry(0);
+    let cost_of = |l: Level| geometry.level_cost(l).unwrap_or(d.node);
     let net_depth = network_depth.iter().map(Vec::len).max().unwrap_or(1);
     // Coordinates: network levels (root first, padded at the top), node within the leaf
     // switch, the node's levels, the hardware thread.
@@ -257,28 +259,37 @@ fn target(
         coords.push(c);
     }
     let depth = coords.first().map_or(0, Vec::len);
+    // The link cost between children at each depth is the cost of their common parent.
+    let mut links: Vec<f64> = Vec::with_capacity(depth);
+    for _ in 0..net_depth {
+        links.push(d.farther);
+    }
+    links.push(d.switch);
+    links.push(d.node);
+    for (k, _) in levels.iter().enumerate().skip(1) {
+        links.push(cost_of(levels[k - 1]));
+    }
+    if unit == Unit::Hwthread {
+        links.push(levels.last().map_or(d.node, |&l| cost_of(l)));
+    }
+    links.truncate(depth);
+    Tree { coords, links }
+}
+
+/// The Scotch target of the tree's first `count` slots: a tree-leaf architecture whose link
+/// costs are the model's (scaled to integers), restricted to those leaves.
+fn target(tree: &Tree, count: usize) -> scotch::Target {
+    let coords = &tree.coords[..count];
+    let depth = coords.first().map_or(0, Vec::len);
     let mut sizes = vec![1u32; depth];
-    for c in &coords {
+    for c in coords {
         for (k, &x) in c.iter().enumerate() {
             sizes[k] = sizes[k].max(x + 1);
         }
     }
-    // The link cost between children at each depth is the cost of their common parent.
-    let mut links_f: Vec<f64> = Vec::with_capacity(depth);
-    for _ in 0..net_depth {
-        links_f.push(d.farther);
-    }
-    links_f.push(d.switch);
-    links_f.push(d.node);
-    for (k, _) in levels.iter().enumerate().skip(1) {
-        links_f.push(cost_of(levels[k - 1]));
-    }
-    if unit == Unit::Hwthread {
-        links_f.push(levels.last().map_or(d.node, |&l| cost_of(l)));
-    }
-    links_f.truncate(depth);
-    let max = links_f.iter().copied().fold(1.0f64, f64::max);
-    let links = links_f
+    let max = tree.links.iter().copied().fold(1.0f64, f64::max);
+    let links = tree
+        .links
         .iter()
         .map(|&v| ((v / max * 10_000.0).round() as u32).max(1))
         .collect();
@@ -339,10 +350,10 @@ fn neighbours(matrix: &CommMatrix) -> Vec<Vec<(u32, f64)>> {
 /// talkers first kept, to the free slot that adds the least cost with the ranks already placed.
 fn scotch_mapping(
     matrix: &CommMatrix,
+    near: &bisect::Adjacency,
     system: &System<'_>,
-    paths: &[Vec<usize>],
+    tree: &Tree,
     slots: &[Slot],
-    unit: Unit,
 ) -> Result<Vec<usize>, String> {
     let np = matrix.ranks() as usize;
     if matrix.pairs().is_empty() {
@@ -355,7 +366,7 @@ fn scotch_mapping(
             matrix.pairs().len()
         ));
     }
-    let target = target(system, paths, slots, unit);
+    let target = target(tree, slots.len());
     if target.sizes.iter().map(|&s| u64::from(s)).product::<u64>() >= i32::MAX as u64 {
         return Err("the machine is too large for one Scotch tree".to_string());
     }
@@ -371,7 +382,6 @@ fn scotch_mapping(
             slot_of[r] = Some(s);
         }
     }
-    let near = neighbours(matrix);
     for r in displaced {
         let mut best: Option<(f64, usize)> = None;
         for (s, slot) in slots.iter().enumerate().filter(|(s, _)| !used[*s]) {
@@ -398,7 +408,10 @@ fn scotch_mapping(
 }
 
 /// Plans `matrix.ranks()` ranks on the system (nodes in the same order as `paths`, each the
-/// node's switches from its leaf switch up). `layouts` are the LAMA layouts to guard with.
+/// node's switches from its leaf switch up). The candidates are Scotch's mapping, the
+/// recursive bisection, `layouts` (the guard layouts a user would try) and every other layout
+/// of the levels the first node has ([`all_layouts`]); the cheapest under the model wins and
+/// is then refined by cost-lowering swaps.
 pub fn plan(
     matrix: &CommMatrix,
     system: &System<'_>,
@@ -429,59 +442,69 @@ pub fn plan(
             }
         ));
     }
-    let mut candidates = Vec::new();
-    let mut best: Option<(f64, String, Vec<RankPlace>)> = None;
-    let mut consider =
-        |name: String, result: Result<Vec<RankPlace>, String>, candidates: &mut Vec<Candidate>| {
-            let cost = match result {
-                Ok(ranks) => {
-                    let spots: Vec<Spot> = ranks.iter().map(|r| (r.node, r.pu)).collect();
-                    let c = system.cost(matrix, &spots);
-                    if best.as_ref().is_none_or(|(b, _, _)| c < *b) {
-                        best = Some((c, name.clone(), ranks));
-                    }
-                    Ok(c)
-                }
-                Err(e) => Err(e),
-            };
-            candidates.push(Candidate { name, cost });
-        };
-    // Scotch balances load over every leaf it is given: on all the slots it spreads a small
-    // job over every node. It also maps onto the first `np` slots (node by node, in logical
-    // order: as compact as the allocation allows); the cheaper of the two is Scotch's answer.
-    let as_places = |chosen: Vec<usize>, slots: &[Slot]| -> Vec<RankPlace> {
-        chosen
-            .iter()
-            .map(|&s| RankPlace {
-                node: slots[s].node,
-                pu: slots[s].pu,
-                bound: slots[s].bound.clone(),
-            })
-            .collect()
+    let tree = tree(system, paths, &slots, unit);
+    let near = neighbours(matrix);
+    let spots: Vec<Spot> = slots.iter().map(|s| (s.node, s.pu)).collect();
+    let cost_of = |assign: &[usize]| -> f64 {
+        let placed: Vec<Spot> = assign.iter().map(|&s| spots[s]).collect();
+        system.cost(matrix, &placed)
     };
-    let spread = scotch_mapping(matrix, system, paths, &slots, unit).map(|c| as_places(c, &slots));
+    // The cheaper of two answers (either may have failed).
+    let cheaper = |a: Result<Vec<usize>, String>, b: Result<Vec<usize>, String>| match (a, b) {
+        (Ok(a), Ok(b)) => Ok(if cost_of(&b) < cost_of(&a) { b } else { a }),
+        (Ok(a), Err(_)) | (Err(_), Ok(a)) => Ok(a),
+        (Err(e), Err(_)) => Err(e),
+    };
+    let mut candidates = Vec::new();
+    let mut best: Option<(f64, String, Vec<usize>)> = None;
+    let mut consider = |name: String, result: Result<Vec<usize>, String>| {
+        let cost = result.map(|assign| {
+            let c = cost_of(&assign);
+            if best.as_ref().is_none_or(|(b, _, _)| c < *b) {
+                best = Some((c, name.clone(), assign));
+            }
+            c
+        });
+        candidates.push(Candidate { name, cost });
+    };
+    // Scotch and the bisection balance load over every leaf they are given: on all the slots
+    // they spread a small job over every node. Each is also run on the first `np` slots (node
+    // by node, in logical order: as compact as the allocation allows); the cheaper counts.
+    let compact = &slots[..np];
+    let spread = scotch_mapping(matrix, &near, system, &tree, &slots);
     let mapped = if np < slots.len() {
-        let compact = &slots[..np];
-        let packed =
-            scotch_mapping(matrix, system, paths, compact, unit).map(|c| as_places(c, compact));
-        let cost = |r: &Result<Vec<RankPlace>, String>| {
-            r.as_ref().map_or(f64::INFINITY, |ranks| {
-                let spots: Vec<Spot> = ranks.iter().map(|r| (r.node, r.pu)).collect();
-                system.cost(matrix, &spots)
-            })
-        };
-        if cost(&packed) < cost(&spread) {
-            packed
-        } else {
-            spread
-        }
+        cheaper(
+            spread,
+            scotch_mapping(matrix, &near, system, &tree, compact),
+        )
     } else {
         spread
     };
-    consider("scotch".to_string(), mapped, &mut candidates);
-    for layout in layouts {
+    consider("scotch".to_string(), mapped);
+    let mut bisected = Ok(bisect::map(matrix, &near, &tree.coords));
+    if np < slots.len() {
+        bisected = cheaper(bisected, Ok(bisect::map(matrix, &near, &tree.coords[..np])));
+    }
+    consider("bisection".to_string(), bisected);
+    let slot_at: HashMap<Spot, usize> = spots.iter().enumerate().map(|(i, &s)| (s, i)).collect();
+    // The guard layouts are always listed; another layout only when it places the ranks
+    // differently from every candidate before it.
+    let mut seen: Vec<String> = Vec::new();
+    let mut placements: std::collections::HashSet<Vec<usize>> = std::collections::HashSet::new();
+    let guards = layouts.len();
+    for (k, layout) in layouts
+        .iter()
+        .cloned()
+        .chain(all_layouts(machines[0], unit))
+        .enumerate()
+    {
+        let name = layout.to_string();
+        if seen.contains(&name) {
+            continue;
+        }
+        seen.push(name.clone());
         let req = Request {
-            layout: layout.clone(),
+            layout,
             bind: unit.bind(),
             mppr: Mppr::none(),
             order: Order::Natural,
@@ -489,33 +512,112 @@ pub fn plan(
             np: np as u32,
             bind_within: false,
         };
-        let result = place(machines, &req).map_err(|e| e.to_string()).map(|p| {
-            (0..p.len())
-                .map(|r| {
-                    let info = p.info(r);
-                    RankPlace {
-                        node: info.node,
-                        pu: info.pu_logical,
-                        bound: info.bound_logical,
-                    }
-                })
-                .collect()
-        });
-        consider(layout.to_string(), result, &mut candidates);
+        let result = place(machines, &req)
+            .map_err(|e| e.to_string())
+            .and_then(|p| {
+                (0..p.len())
+                    .map(|r| {
+                        let info = p.info(r);
+                        slot_at
+                            .get(&(info.node, info.pu_logical))
+                            .copied()
+                            .ok_or_else(|| "a rank off the binding slots".to_string())
+                    })
+                    .collect::<Result<Vec<usize>, String>>()
+            });
+        if let Ok(assign) = &result {
+            if !placements.insert(assign.clone()) && k >= guards {
+                continue;
+            }
+        }
+        consider(name, result);
     }
-    let (cost, winner, ranks) = best.ok_or_else(|| {
+    let (before, winner, mut assign) = best.ok_or_else(|| {
         let why: Vec<String> = candidates
             .iter()
             .filter_map(|c| c.cost.as_ref().err().map(|e| format!("{}: {e}", c.name)))
             .collect();
         format!("no candidate could place the ranks ({})", why.join("; "))
     })?;
+    let swaps = refine::swaps(&near, system, &spots, &mut assign);
+    let cost = cost_of(&assign).min(before);
+    let ranks = assign
+        .iter()
+        .map(|&s| RankPlace {
+            node: slots[s].node,
+            pu: slots[s].pu,
+            bound: slots[s].bound.clone(),
+        })
+        .collect();
     Ok(Plan {
         ranks,
         winner,
         cost,
+        swaps,
         candidates,
     })
+}
+
+/// The levels a layout of `m` can usefully name, besides the node: those `m` has, each with
+/// objects of its own (a level whose objects are the same CPU sets as a level already taken,
+/// or one object over the whole node, changes nothing), the hardware thread only when ranks
+/// are bound to hardware threads (a core binding keeps it innermost). At most six: L2, then
+/// the die, then L3 are dropped first beyond that (5,040 orders would be too many to try).
+fn layout_levels(m: &Machine, unit: Unit) -> Vec<Level> {
+    let mut levels: Vec<Level> = Vec::new();
+    let mut sets: Vec<Vec<std::ops::Range<u32>>> = Vec::new();
+    let mut candidates = vec![
+        Level::Numa,
+        Level::Socket,
+        Level::Die,
+        Level::L3,
+        Level::L2,
+        Level::Core,
+    ];
+    if unit == Unit::Hwthread {
+        candidates.push(Level::Hwthread);
+    }
+    let whole = 0..m.pus().len() as u32;
+    for level in candidates {
+        let set: Vec<std::ops::Range<u32>> =
+            m.objects(level).iter().map(|o| o.pus.clone()).collect();
+        if set.is_empty() || (set.len() == 1 && set[0] == whole) || sets.contains(&set) {
+            continue;
+        }
+        sets.push(set);
+        levels.push(level);
+    }
+    for drop in [Level::L2, Level::Die, Level::L3] {
+        if levels.len() > 6 {
+            levels.retain(|&l| l != drop);
+        }
+    }
+    levels.push(Level::Node);
+    levels
+}
+
+/// Every layout of the levels [`layout_levels`] finds on `m`, in every order (the hardware
+/// thread last when binding cores).
+pub fn all_layouts(m: &Machine, unit: Unit) -> Vec<Layout> {
+    let mut levels = layout_levels(m, unit);
+    let mut out = Vec::new();
+    permutations(&mut levels, 0, &mut |order| {
+        out.push(Layout::from_levels(order.iter().copied()));
+    });
+    out
+}
+
+/// Calls `f` with every order of `items[k..]` (after `items[..k]`).
+fn permutations(items: &mut [Level], k: usize, f: &mut dyn FnMut(&[Level])) {
+    if k + 1 >= items.len() {
+        f(items);
+        return;
+    }
+    for i in k..items.len() {
+        items.swap(k, i);
+        permutations(items, k + 1, f);
+        items.swap(k, i);
+    }
 }
 
 /// The guard layouts, parsed.

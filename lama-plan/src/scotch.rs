@@ -150,6 +150,11 @@ pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
                 s::SCOTCH_OPTIONNUMRANDOMFIXEDSEED as i32,
                 1,
             ) != 0
+            // One thread: Scotch's threaded bipartitioning crashed (a segmentation fault in
+            // bgraphBipartDfLoop) on a 2,112-vertex 3-D stencil with some link costs, and a
+            // plan must not take its caller down. One thread is also what makes a plan the
+            // same on every machine, whatever its core count.
+            || s::SCOTCH_contextThreadSpawn(context.ptr(), 1, std::ptr::null()) != 0
             || s::SCOTCH_contextRandomClone(context.ptr()) != 0
             || s::SCOTCH_contextBindGraph(context.ptr(), g.ptr(), bound.ptr()) != 0
         {

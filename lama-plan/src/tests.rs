@@ -162,3 +162,21 @@ fn the_same_input_gives_the_same_plan() {
         "{first:?}"
     );
 }
+
+#[test]
+fn scotch_runs_on_one_thread_and_the_paper_shape_plans() {
+    // This case (the seed paper's 2,112 cores, a 3-D stencil, flatter distances) crashed
+    // Scotch's threaded bipartitioning with a segmentation fault; Scotch now runs on one
+    // thread. The plan also beats the bisection or ties it, and Slurm's block default.
+    let m = Machine::synthetic("pack:2 numa:2 core:6 pu:1").unwrap();
+    let (n, net) = Network::fat_tree(4, 22);
+    let d = Distances::parse("l2=1,l3=2,numa=3,package=4,node=6,switch=20,farther=24").unwrap();
+    let machines = vec![&m; n.len()];
+    let system = System::new(machines.clone(), &n, &net, d).unwrap();
+    let paths: Vec<Vec<usize>> = n.iter().map(|x| net.path(x).unwrap()).collect();
+    let matrix = patterns::stencil_3d(16, 12, 11);
+    let plan = plan(&matrix, &system, &paths, Unit::Core, &guard_layouts()).unwrap();
+    check(&plan, &machines, 2112, Unit::Core);
+    assert!(plan.cost_of("scotch").is_some());
+    assert!(plan.cost < plan.cost_of("csbnh").unwrap());
+}

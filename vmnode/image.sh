@@ -15,8 +15,11 @@ set -euo pipefail
 out=$1 suite=$2 mirror=$3
 root=$out/root
 
+# Open MPI and MPICH at run time only (the MPI test programs are built in the docker node image
+# of the same Debian suite and copied in by vm.sh up).
 packages=(linux-image-amd64 initramfs-tools zstd udev kmod systemd-sysv dbus openssh-server
-    slurmd slurmctld slurm-client munge hwloc libhwloc15 procps iproute2 util-linux numactl)
+    slurmd slurmctld slurm-client munge hwloc libhwloc15 procps iproute2 util-linux numactl
+    openmpi-bin mpich libgomp1)
 
 sources=("$mirror")
 if [ "$suite" == sid ]; then
@@ -84,6 +87,11 @@ mkdir -p "$root"/var/log/slurm "$root"/var/lib/slurm/slurmctld "$root"/var/lib/s
     "$root"/etc/slurm/plugstack.conf.d
 chroot "$root" chown slurm:slurm /var/log/slurm /var/lib/slurm/slurmctld
 echo 'include /etc/slurm/plugstack.conf.d/*.conf' > "$root/etc/slurm/plugstack.conf"
+# `mpirun` is Open MPI's, as in the docker node image; sid's Open MPI restricts its TCP
+# transport to loopback in openmpi-mca-params.conf (docker/Dockerfile): the line is commented
+# out there too, though one node needs no network transport.
+chroot "$root" update-alternatives --quiet --set mpirun /usr/bin/mpirun.openmpi
+sed -i 's/^btl_tcp_if_include/# btl_tcp_if_include/' "$root/etc/openmpi/openmpi-mca-params.conf"
 # man-db would rebuild its index on every dpkg -i of the plugin.
 rm -f "$root/var/lib/man-db/auto-update"
 

@@ -230,6 +230,19 @@ install_plugin() {
         || { echo "vmnode: no plugin line to enable in the guest's lama.conf" >&2; return 1; }
 }
 
+# The MPI test programs (tests/mpi/mpitest.c built with Open MPI and with MPICH) from the docker
+# node image of the same Debian suite (built first if missing), into /opt/lama-tests: the guest
+# has the libraries' run time, and the same packages' versions as that image.
+install_mpi_programs() {
+    local image
+    LAMA_SLURM=$flavour "$top/docker/cluster.sh" build >&2 || return 1
+    # (In a subshell: scripts/lib.sh's slurm_flavour sets its own $build.)
+    image=$(. "$top/scripts/lib.sh" && slurm_flavour "$flavour" "$top" && cat "$build/node-image") || return 1
+    docker run --rm --entrypoint tar "$image" -C /opt/lama-tests -c . \
+        | guest 'mkdir -p /opt/lama-tests && tar -x -C /opt/lama-tests && /opt/lama-tests/mpitest-mpich --help >/dev/null 2>&1; test -x /opt/lama-tests/mpitest-ompi' \
+        || { echo "vmnode: the MPI test programs were not copied into the guest" >&2; return 1; }
+}
+
 # Starts one unit; systemctl returns once it is ready (munge forks, slurmctld and slurmd notify).
 start_unit() {
     local unit=$1
@@ -260,6 +273,7 @@ cmd_up() {
         boot "$dir" || return 1
     fi
     install_plugin "$deb" || return 1
+    install_mpi_programs || return 1
     configure_slurm || return 1
     local unit
     for unit in munge slurmctld slurmd; do start_unit "$unit" || return 1; done

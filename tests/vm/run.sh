@@ -443,12 +443,77 @@ t_layouts_threads_and_more() {
     assert_eq "rows checked" "15" "$rows"
 }
 
+# --- real MPI programs ---------------------------------------------------------------------
+
+# The MPI test program (tests/mpi/mpitest.c), built with Open MPI and with MPICH in the docker
+# node image of the same Debian suite and copied in by vmnode/vm.sh up.
+mpi_bin=/opt/lama-tests
+
+# guest_mpi LIB SRUN-ARGS... [-- PROGRAM-ARGS...]: srun --mpi=pmix (Open MPI) or pmi2 (MPICH)
+# in an exclusive allocation of the node; the rank report sorted in $work/out, rank 0's halo
+# summary in $work/extra. Fails unless srun succeeded and each rank 0..N-1 reported once.
+guest_mpi() {
+    local lib=$1 type=pmi2 args=() prog=(report)
+    shift
+    [ "$lib" != ompi ] || type=pmix
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+    if [ "${1:-}" == -- ]; then shift; prog=("$@"); fi
+    as_user timeout 300 salloc -N1 --exclusive srun --mpi="$type" "${args[@]}" "$mpi_bin/mpitest-$lib" "${prog[@]}" \
+        > "$work/all" 2> "$work/err"
+    local rc=$?
+    grep -E '^[0-9]+ ' "$work/all" | sort -n > "$work/out"
+    grep -vE '^[0-9]+ ' "$work/all" > "$work/extra"
+    [ $rc -eq 0 ] || { fail "srun --mpi=$type ${args[*]} failed ($rc): $(tail -n 5 "$work/err")"; return 1; }
+    report_complete "$(ntasks_of "${args[@]}")" || return 1
+    # MPI_Comm_rank = SLURM_PROCID, the program is LIB's build.
+    local n; n=$(ntasks_of "${args[@]}")
+    assert_eq "$lib: MPI_Comm_rank = SLURM_PROCID" "$(seq 0 $((n - 1)) | paste -sd' ')" "$(report_field 5)" || return 1
+    assert_eq "$lib: library" "$(yes "$lib" | head -n "$n" | paste -sd' ')" "$(report_field 7)"
+}
+
+# mpi_layouts LIB: layouts that 2-CPU docker nodes cannot tell apart, with a halo exchange
+# over a 2 x 2 grid: each MPI process's own mask (sched_getaffinity) is LAMA's, by hand and as
+# lama map predicts; the library did not re-bind it; without --lama-* the masks differ.
+mpi_layouts() {
+    local lib=$1 map bind hand
+    while read -r map bind hand; do
+        guest_mpi "$lib" -n4 --lama-map="$map" --lama-bind="$bind" -- report halo 65536 3 || return 1
+        assert_eq "$lib $map $bind: by hand" "$hand" "$(cpus)" || return 1
+        assert_eq "$lib $map $bind: lama map" "$(predict --map "$map" --bind "$bind")" "$(actual_cpus)" || return 1
+        assert_eq "$lib $map $bind: LAMA_CPUS" "$(report_field 3)" "$(report_field 4)" || return 1
+        assert_eq "$lib $map $bind: halo" "ranks=4 grid=2x2 errors=0" \
+            "$(grep '^halo ' "$work/extra" | grep -oE '(ranks|grid|errors)=[^ ]+' | paste -sd' ')" || return 1
+    done <<'EOF_LAYOUTS'
+scbnh 1c 0-1 8-9 2-3 10-11
+Nscbnh 1N 0-3 4-7 8-11 12-15
+L3csbnh 2c 0-3 4-7 8-11 12-15
+EOF_LAYOUTS
+    local with; with=$(cpus)
+    guest_mpi "$lib" -n4 -- report || return 1
+    assert_ne "$lib without --lama-*: masks" "$with" "$(cpus)" || return 1
+    assert_eq "$lib without --lama-*: LAMA_CPUS" "unset unset unset unset" "$(report_field 4)"
+}
+t_mpi_layouts_mpich() { mpi_layouts mpich; }
+t_mpi_layouts_ompi() { mpi_layouts ompi; }
+
+# Hybrid: 2 ranks of 4 threads (-c4 --lama-omp, OMP_NUM_THREADS=4), round the packages: each
+# rank holds two cores of its package, and each thread runs on one hardware thread of them.
+t_mpi_hybrid_mpich() {
+    guest_mpi mpich -n2 -c4 --lama-map=scbnh --lama-omp || return 1
+    assert_eq "hybrid: LAMA_CPUS by hand" "0-3 8-11" "$(report_field 4)" || return 1
+    assert_eq "hybrid: LAMA_CPUS against lama map" "$(predict --map scbnh --cpus-per-task 4 | sed 's/vmnode://g')" "$(report_field 4)" || return 1
+    assert_eq "hybrid: threads (CPU/mask) by hand" "0/0|1/1|2/2|3/3 8/8|9/9|10/10|11/11" "$(report_field 8)"
+}
+
 all_tests=(t_setup t_real_topology t_cgroup_v2 t_layouts_core_binding t_layouts_two_cores
     t_layouts_numa_binding t_layouts_package_binding t_die_level t_mppr t_partial_allocation t_membind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
     t_row_broken_plugin_line t_cache_levels_on_slurms_topology t_odd_cpus_per_task_on_smt
     t_row_core_spec_without_slurms_xml t_order_sequential t_layouts_threads_and_more
-    t_daemons_still_up)
+    t_mpi_layouts_mpich t_mpi_hybrid_mpich)
+# Open MPI direct launch needs Slurm's mpi/pmix (none in Debian sid's 26.05: docker/README.md).
+[ "$flavour" != 24.11 ] || all_tests+=(t_mpi_layouts_ompi)
+all_tests+=(t_daemons_still_up)
 selected=("$@")
 [ ${#selected[@]} -gt 0 ] || selected=("${all_tests[@]}")
 [ "${selected[0]}" == t_setup ] || selected=(t_setup "${selected[@]}")

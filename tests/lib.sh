@@ -84,6 +84,8 @@ wait_for() {
 report_field() { awk -v f="$1" '{ printf "%s%s", (NR > 1 ? " " : ""), $f }' "$work/out"; }
 
 # The CPUs reported by the tasks, as "host:cpus" per rank.
+# What a plan ($work/NAME.lama) says, as "host:cpus" per rank.
+planned_cpus() { awk '$1 == "rank" { printf "%s%s:%s", (n++ ? " " : ""), $3, $7 }' "$work/$1.lama"; }
 actual_cpus() { awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $3 }' "$work/out"; }
 
 # What `lama map` predicts for the tasks of the last run: for each node, its tasks (by Slurm's

@@ -32,6 +32,8 @@ nodes_idle() { [ "$(as_user sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')" == "no
 
 # Whether this cluster's Slurm has the mpi/pmix plugin (Debian sid's 26.05.5 has none).
 pmix_in_slurm() { as_user srun --mpi=list 2>&1 | grep -qw pmix; }
+# Environment for the next run_mpi (Open MPI's monitoring, below).
+mpi_env=()
 # The srun --mpi= type of each library.
 declare -A mpi_type=([ompi]=pmix [mpich]=pmi2)
 
@@ -45,7 +47,7 @@ run_mpi() {
     shift
     while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
     if [ "${1:-}" == -- ]; then shift; prog=("$@"); fi
-    as_user timeout 120 srun --mpi="${mpi_type[$lib]}" "${args[@]}" "$bin/mpitest-$lib" "${prog[@]}" \
+    as_user env "${mpi_env[@]}" timeout 120 srun --mpi="${mpi_type[$lib]}" "${args[@]}" "$bin/mpitest-$lib" "${prog[@]}" \
         > "$work/all" 2> "$work/err"
     local rc=$?
     grep -E '^[0-9]+ ' "$work/all" | sort -n > "$work/out"
@@ -267,6 +269,97 @@ EOF
     assert_eq "direct launch: LAMA_CPUS" "0 1 0 1 0 1" "$(report_field 4)"
 }
 
+# A heterogeneous step: two components, each with its own --lama-* options, one MPI job
+# (MPI_COMM_WORLD spans both: MPI rank = SLURM_PROCID = 0..3 across the components).
+t_mpi_het_step() {
+    local lib=mpich
+    as_user timeout 120 srun --mpi=pmi2 -w node1 -n2 --lama-map=scbnh --lama-bind=1c "$bin/mpitest-$lib" report \
+        : -w node3 -n2 --lama-map=csbnh --lama-bind=1s "$bin/mpitest-$lib" report > "$work/all" 2> "$work/err" \
+        || { fail "heterogeneous srun failed: $(tail -n 5 "$work/err")"; return 1; }
+    grep -E '^[0-9]+ ' "$work/all" | sort -n > "$work/out"
+    report_complete 4 || return 1
+    check_ranks "$lib" 4 || return 1
+    # By hand: component 0 one core each on node1 (two packages of one core), component 1 both
+    # of node3's cores for each rank (one package: a package-wide binding, shared, as asked).
+    assert_eq "het step: masks by hand" "node1:0 node1:1 node3:0-1 node3:0-1" "$(actual_cpus)" || return 1
+    assert_eq "het step: LAMA_CPUS" "$(report_field 3)" "$(report_field 4)" || return 1
+    local with; with=$(actual_cpus)
+    as_user timeout 120 srun --mpi=pmi2 -w node1 -n2 "$bin/mpitest-$lib" report \
+        : -w node3 -n2 "$bin/mpitest-$lib" report > "$work/all" 2> "$work/err" \
+        || { fail "heterogeneous srun without --lama-* failed: $(tail -n 5 "$work/err")"; return 1; }
+    grep -E '^[0-9]+ ' "$work/all" | sort -n > "$work/out"
+    report_complete 4 || return 1
+    assert_ne "het step without --lama-*: masks" "$with" "$(actual_cpus)" || return 1
+    assert_eq "het step without --lama-*: LAMA_CPUS" "unset unset unset unset" "$(report_field 4)"
+}
+
+# --- record, plan, rerun ------------------------------------------------------------------
+
+# record NAME [VAR=VALUE...] SRUN-ARGS...: the halo exchange under Open MPI with its
+# monitoring component on (pml_monitoring: each process writes PREFIX.<rank>.prof at
+# MPI_Finalize, on its own node); the files of every node gathered in $work/NAME/.
+record() {
+    local name=$1 h vars=(); shift
+    while [[ ${1:-} == *=* && ${1:-} != -* ]]; do vars+=("$1"); shift; done
+    for h in "${nodes[@]}"; do
+        on "$h" rm -rf "/tmp/rec-$name" && "$cluster" exec -u tester "$h" mkdir -p "/tmp/rec-$name" || return 1
+    done
+    mpi_env=("${vars[@]}" OMPI_MCA_pml_monitoring_enable=1 OMPI_MCA_pml_monitoring_enable_output=3
+        OMPI_MCA_pml_monitoring_filename="/tmp/rec-$name/prof")
+    run_mpi ompi "$@" -- report halo 65536 4
+    local rc=$?
+    mpi_env=()
+    [ $rc -eq 0 ] || return 1
+    check_ranks ompi 6 && check_halo 6 3x2 || return 1
+    cp "$work/out" "$work/$name.report"
+    rm -rf "${work:?}/$name" && mkdir -p "$work/$name"
+    for h in "${nodes[@]}"; do
+        on "$h" sh -c "cd /tmp/rec-$name && tar cf - ." | tar xf - -C "$work/$name" || return 1
+    done
+    [ "$(ls "$work/$name" | grep -c '\.prof$')" -eq 6 ] \
+        || fail "$name: expected 6 monitoring files, found: $(ls "$work/$name" | tr '\n' ' ')"
+}
+
+# The application's point-to-point traffic a recording holds: "src dst bytes" per E line, sorted.
+traffic() { cat "$work/$1"/*.prof | awk -F'\t' '$1 == "E" { split($4, b, " "); print $2, $3, b[1] }' | sort -n -k1,1 -k2,2; }
+
+# Bytes sent between nodes in a recording, by the hosts its run's report gives each rank
+# (worked out here with awk, not by lama).
+bytes_between_nodes() {
+    awk 'NR == FNR { host[$1] = $2; next } { if (host[$1] != host[$2]) sum += $3 } END { print sum + 0 }' \
+        "$work/$1.report" <(traffic "$1")
+}
+
+t_mpi_record_plan_rerun() {
+    # Run 1: ranks cyclic over the nodes (srun -m cyclic, LAMA's nscbh on each node). The
+    # halo's 3x2 periodic grid makes ranks 0-1, 2-3 and 4-5 exchange twice what the other
+    # neighbours do (both of their north-south halos), and cyclic order puts each such pair
+    # on two nodes.
+    record first -N3 -n6 -m cyclic --lama-map=nscbh || return 1
+    assert_eq "run 1: masks by hand" "node1:0 node2:0 node3:0 node1:1 node2:1 node3:1" "$(actual_cpus)" || return 1
+    [ -n "$(traffic first)" ] || { fail "run 1 recorded no point-to-point traffic"; return 1; }
+    # The plan, from the recorded files.
+    "$lama" plan --format ompi --matrix "$work/first" --np 6 --topology "$work/%n.xml" \
+        --nodes 'node[1-3]' --bind hwthread --explain --out "$work/recplan" > "$work/recplan.txt" 2>&1 \
+        || { fail "lama plan from the recording: $(cat "$work/recplan.txt")"; return 1; }
+    as_user sh -c 'cat > /tmp/recplan.lama' < "$work/recplan.lama" && as_user sh -c 'cat > /tmp/recplan.hosts' < "$work/recplan.hosts" || return 1
+    # Its modelled cost is below run 1's placement (nscbh, a candidate of the plan).
+    local planned before
+    planned=$(sed -n 's/.* wins with cost \([0-9.e+]*\).*/\1/p' "$work/recplan.txt" | head -n 1)
+    before=$(awk '$1 == "nscbh" { print $2 }' "$work/recplan.txt")
+    [ -n "$planned" ] && [ -n "$before" ] || { fail "no costs in lama plan --explain: $(cat "$work/recplan.txt")"; return 1; }
+    awk -v a="$planned" -v b="$before" 'BEGIN { exit !(a < b) }' \
+        || fail "the plan (cost $planned) is not below run 1's placement nscbh ($before)" || return 1
+    # Run 2: the plan, as lama plan prints it.
+    record second SLURM_HOSTFILE=/tmp/recplan.hosts -m arbitrary -n6 --lama-plan=/tmp/recplan.lama || return 1
+    assert_eq "run 2: each rank as planned" "$(planned_cpus recplan)" "$(actual_cpus)" || return 1
+    # The same traffic, fewer bytes between nodes.
+    assert_eq "the recorded traffic of both runs" "$(traffic first)" "$(traffic second)" || return 1
+    local b1 b2; b1=$(bytes_between_nodes first) b2=$(bytes_between_nodes second)
+    echo "    bytes between nodes: run 1 (cyclic) $b1, run 2 (the plan) $b2; modelled cost $before -> $planned"
+    [ "$b2" -lt "$b1" ] || fail "run 2 sent $b2 bytes between nodes, run 1 $b1"
+}
+
 t_mpi_daemons_still_up() {
     wait_for 60 nodes_idle || fail "nodes not idle after the MPI tests" || return 1
     local m
@@ -277,9 +370,9 @@ t_mpi_daemons_still_up() {
     done
 }
 
-all_tests=(t_mpi_setup t_mpi_pmix_in_slurm t_mpi_layouts_mpich t_mpi_hybrid_mpich)
+all_tests=(t_mpi_setup t_mpi_pmix_in_slurm t_mpi_layouts_mpich t_mpi_hybrid_mpich t_mpi_het_step)
 # Open MPI direct launch needs Slurm's mpi/pmix (none in Debian sid's 26.05, above).
-[ "$flavour" == 24.11 ] && all_tests+=(t_mpi_layouts_ompi t_mpi_hybrid_ompi)
+[ "$flavour" == 24.11 ] && all_tests+=(t_mpi_layouts_ompi t_mpi_hybrid_ompi t_mpi_record_plan_rerun)
 all_tests+=(t_mpirun_in_batch t_mpi_daemons_still_up)
 
 selected=("$@")

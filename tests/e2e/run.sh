@@ -559,8 +559,6 @@ plan_for() {
     as_user sh -c "cat > /tmp/$1.lama" < "$work/$1.lama" && as_user sh -c "cat > /tmp/$1.hosts" < "$work/$1.hosts"
 }
 
-# What a plan says, as "host:cpus" per rank.
-planned_cpus() { awk '$1 == "rank" { printf "%s%s:%s", (n++ ? " " : ""), $3, $7 }' "$work/$1.lama"; }
 
 t_plan_ring_and_stencil() {
     local ring stencil name

@@ -7,6 +7,7 @@ use lama_engine::{render, CpuList, Machine};
 use lama_plan::cost::{Distances, System};
 use lama_plan::matrix::{CommMatrix, Format};
 use lama_plan::network::Network;
+use lama_plan::traffic;
 use lama_plan::Unit;
 use lama_planfile::MAX_PLAN_BYTES;
 use lama_planfile::{PlanFile, PlannedRank};
@@ -23,12 +24,16 @@ const MAX_INPUT_BYTES: u64 = 256 << 20;
 )]
 pub(crate) struct PlanArgs {
     /// The communication matrix: a dense square matrix (one row per line) or `i j volume`
-    /// lines, `#` comments; made symmetric (M + Mᵀ).
-    #[arg(long, value_name = "FILE")]
+    /// lines (a plain `src dst bytes` dump is this format), `#` comments; made symmetric
+    /// (M + Mᵀ). With --format ompi: the directory of the `*.prof` files Open MPI's monitoring
+    /// wrote (OMPI_MCA_pml_monitoring_enable=2, OMPI_MCA_pml_monitoring_enable_output=3,
+    /// OMPI_MCA_pml_monitoring_filename=DIR/prof), or one such file.
+    #[arg(long, value_name = "FILE|DIR")]
     matrix: PathBuf,
-    /// The matrix's format.
-    #[arg(long, value_name = "auto|dense|sparse", default_value = "auto",
-          value_parser = ["auto", "dense", "sparse"])]
+    /// The matrix's format; ompi reads Open MPI's monitoring files (their point-to-point `E`
+    /// lines).
+    #[arg(long, value_name = "auto|dense|sparse|ompi", default_value = "auto",
+          value_parser = ["auto", "dense", "sparse", "ompi"])]
     format: String,
     /// Number of ranks (the matrix must describe exactly that many).
     #[arg(long, short = 'n', value_name = "NP")]
@@ -80,6 +85,37 @@ fn read(path: &PathBuf, what: &str) -> Result<String, Failure> {
         .map_err(|e| Failure::Usage(format!("{what} {}: {e}", path.display())))
 }
 
+/// Open MPI's monitoring files: every `*.prof` file of a directory, or one file.
+fn monitoring(path: &PathBuf, np: u32) -> Result<CommMatrix, Failure> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    if path.is_dir() {
+        let entries = std::fs::read_dir(path)
+            .map_err(|e| Failure::Usage(format!("matrix {}: {e}", path.display())))?;
+        for entry in entries.flatten() {
+            let p = entry.path();
+            if p.is_file() && p.to_string_lossy().ends_with(traffic::SUFFIX) {
+                paths.push(p);
+            }
+        }
+        paths.sort();
+        if paths.is_empty() {
+            return Err(Failure::Usage(format!(
+                "{} holds no *{} file; {}",
+                path.display(),
+                traffic::SUFFIX,
+                traffic::HOW
+            )));
+        }
+    } else {
+        paths.push(path.clone());
+    }
+    let mut files = Vec::with_capacity(paths.len());
+    for p in &paths {
+        files.push((p.display().to_string(), read(p, "monitoring file")?));
+    }
+    traffic::read_monitoring(&files, np).map_err(|e| Failure::Usage(e.to_string()))
+}
+
 pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     let names = hostlist::expand(&args.nodes).map_err(Failure::Usage)?;
     if let Some(bad) = names.iter().find(|n| !lama_planfile::valid_node_name(n)) {
@@ -92,15 +128,19 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
         "sparse" => Format::Sparse,
         _ => Format::Auto,
     };
-    let text = read(&args.matrix, "matrix")?;
-    let matrix = CommMatrix::parse(&text, format, Some(args.np)).map_err(|e| {
-        Failure::Usage(format!(
-            "{}:{}: {}",
-            args.matrix.display(),
-            e.line,
-            e.message
-        ))
-    })?;
+    let matrix = if args.format == "ompi" {
+        monitoring(&args.matrix, args.np)?
+    } else {
+        let text = read(&args.matrix, "matrix")?;
+        CommMatrix::parse(&text, format, Some(args.np)).map_err(|e| {
+            Failure::Usage(format!(
+                "{}:{}: {}",
+                args.matrix.display(),
+                e.line,
+                e.message
+            ))
+        })?
+    };
     let network = match &args.network {
         Some(p) => Network::parse(&read(p, "network")?)
             .map_err(|e| Failure::Usage(format!("{}:{}: {}", p.display(), e.line, e.message)))?,
@@ -225,30 +265,51 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     print(&out)
 }
 
+/// A change in percent, never "-0.0%".
 fn percent(cost: f64, of: f64) -> String {
     if of > 0.0 {
-        format!("{:+.1}%", (cost - of) / of * 100.0)
+        let p = (cost - of) / of * 100.0;
+        format!("{:+.1}%", if p.abs() < 0.05 { 0.0 } else { p })
     } else {
         "±0%".to_string()
     }
 }
 
+/// A cost as printed: never "-0".
+fn cost(v: f64) -> String {
+    if v == 0.0 {
+        "0".to_string()
+    } else {
+        v.to_string()
+    }
+}
+
 fn summary(plan: &lama_plan::Plan, unit: Unit) -> String {
+    let swaps = match plan.swaps {
+        0 => String::new(),
+        1 => " (refined by 1 swap)".to_string(),
+        n => format!(" (refined by {n} swaps)"),
+    };
     let mut s = format!(
-        "plan: {} ranks, binding {}; {} wins with cost {}",
+        "plan: {} ranks, binding {}; {}{swaps} wins with cost {}",
         plan.ranks.len(),
         unit.bind(),
         plan.winner,
-        plan.cost
+        cost(plan.cost)
     );
     if let Some(block) = plan.cost_of("csbnh") {
         s += &format!(
-            "; Slurm's default (-m block, cores in order = csbnh) {block} ({} for the plan)",
+            "; Slurm's default (-m block, cores in order = csbnh) {} ({} for the plan)",
+            cost(block),
             percent(plan.cost, block)
         );
     }
     if let Some((name, best)) = plan.best_layout() {
-        s += &format!("; best layout {name} {best} ({})", percent(plan.cost, best));
+        s += &format!(
+            "; best layout {name} {} ({})",
+            cost(best),
+            percent(plan.cost, best)
+        );
     }
     s.push('\n');
     s
@@ -257,23 +318,32 @@ fn summary(plan: &lama_plan::Plan, unit: Unit) -> String {
 fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
     let mut s = format!(
         "\ncost model: the sum over pairs of ranks of volume x distance; the distance of two PUs \
-         is the cost of the closest level holding both (the same PU costs 0):\n  {d}\ncandidates \
-         (Scotch's mapping and the LAMA layouts):\n"
+         is the cost of the closest level holding both (the same PU costs 0; where a NUMA \
+         node holds several packages, the smaller object costs the smaller distance):\n  {d}\n\
+         candidates (Scotch's mapping, the recursive bisection, and the LAMA layouts: the \
+         five usual ones, then every other order of the node's levels that places \
+         differently):\n"
     );
     for c in &plan.candidates {
         s += &match &c.cost {
             Ok(v) => format!(
-                "  {:<8} {v}{}\n",
+                "  {:<9} {}{}\n",
                 c.name,
+                cost(*v),
                 if c.name == plan.winner {
-                    "  <- plan"
+                    "  <- the winner"
                 } else {
                     ""
                 }
             ),
-            Err(e) => format!("  {:<8} not placed: {e}\n", c.name),
+            Err(e) => format!("  {:<9} not placed: {e}\n", c.name),
         };
     }
+    s += &format!(
+        "then {} swap(s) of ranks that lowered the cost: the plan costs {}\n",
+        plan.swaps,
+        cost(plan.cost)
+    );
     s
 }
 
@@ -308,6 +378,7 @@ fn table(plan: &lama_plan::Plan, names: &[String], machines: &[&Machine]) -> Str
 #[derive(serde::Serialize)]
 struct JsonCost {
     winner: String,
+    swaps: usize,
     plan: f64,
     candidates: std::collections::BTreeMap<String, Option<f64>>,
 }
@@ -334,6 +405,7 @@ fn json(plan: &lama_plan::Plan, file: &PlanFile) -> String {
         .collect();
     let cost = JsonCost {
         winner: plan.winner.clone(),
+        swaps: plan.swaps,
         plan: plan.cost,
         candidates: plan
             .candidates

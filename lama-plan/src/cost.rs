@@ -128,15 +128,19 @@ pub struct Geometry {
     costs: [Option<f64>; 5],
 }
 
-/// The cost of sharing each of [`LEVELS`] on `m`: the levels present, sorted by the mean size
-/// of their objects (ties in [`LEVELS`] order), get the node-internal costs of the levels
-/// present in ascending order.
+/// The cost of sharing each of [`LEVELS`] on `m`: the levels present (one object over the whole
+/// machine does not count), sorted by the mean size of their objects (ties in [`LEVELS`]
+/// order), get the node-internal costs of the levels present in ascending order.
 fn nested_costs(m: &Machine, d: &Distances) -> [Option<f64>; 5] {
     let inside = d.inside();
     let mut present: Vec<(f64, usize)> = Vec::new();
+    let all = m.pus().len() as u32;
     for (k, &level) in LEVELS.iter().enumerate() {
         let objs = m.objects(level);
-        if !objs.is_empty() {
+        // One object over the whole machine is the node itself (hwloc gives a one-NUMA-node
+        // machine its NUMA node): it separates nothing and costs the node's distance.
+        let whole = objs.len() == 1 && objs[0].pus.end - objs[0].pus.start >= all;
+        if !objs.is_empty() && !whole {
             let pus: u64 = objs
                 .iter()
                 .map(|o| u64::from(o.pus.end - o.pus.start))
@@ -303,19 +307,28 @@ mod tests {
 
     #[test]
     fn a_numa_node_holding_two_packages_still_tells_packages_apart() {
-        // One NUMA node over both packages (checked by hand: PUs 0-3 package 0, 4-7 package 1,
-        // all in NUMA node 0). By the names' costs a pair in one package and a pair across the
-        // packages would both cost numa=8; by nesting the package (4 PUs) is inside the NUMA
-        // node (8 PUs), so the package costs 8 and the NUMA node 16.
-        let m = Machine::synthetic("numa:1 pack:2 core:4 pu:1").unwrap();
+        // Two NUMA nodes, each over two packages of two cores (checked by hand: PUs 0-1
+        // package 0, 2-3 package 1, both in NUMA node 0; 4-7 NUMA node 1). By the names' costs
+        // a pair in one package and a pair across the packages of one NUMA node would both
+        // cost numa=8; by nesting the package (2 PUs) is inside the NUMA node (4 PUs), so the
+        // package costs 8 and the NUMA node 16.
+        let m = Machine::synthetic("numa:2 pack:2 core:2 pu:1").unwrap();
         let names = vec!["a".to_string()];
         let net = Network::single_switch(&names);
         let s = System::new(vec![&m], &names, &net, Distances::default()).unwrap();
-        assert_eq!(s.distance((0, 0), (0, 3)), 8.0);
-        assert_eq!(s.distance((0, 0), (0, 4)), 16.0);
+        assert_eq!(s.distance((0, 0), (0, 1)), 8.0);
+        assert_eq!(s.distance((0, 0), (0, 2)), 16.0);
+        assert_eq!(s.distance((0, 0), (0, 4)), 32.0);
         assert_eq!(s.geometry(0).level_cost(Level::Socket), Some(8.0));
         assert_eq!(s.geometry(0).level_cost(Level::Numa), Some(16.0));
         assert_eq!(s.geometry(0).level_cost(Level::L3), None);
+        // One NUMA node over the whole machine is the node: it separates nothing, and the
+        // package keeps its own cost.
+        let one = Machine::synthetic("numa:1 pack:2 core:2 pu:1").unwrap();
+        let s = System::new(vec![&one], &names, &net, Distances::default()).unwrap();
+        assert_eq!(s.distance((0, 0), (0, 1)), 16.0);
+        assert_eq!(s.distance((0, 0), (0, 2)), 32.0);
+        assert_eq!(s.geometry(0).level_cost(Level::Numa), None);
         // The usual nesting keeps the names' costs.
         let usual = Machine::synthetic("pack:2 numa:2 core:2 pu:1").unwrap();
         let s = System::new(vec![&usual], &names, &net, Distances::default()).unwrap();

@@ -20,6 +20,7 @@ pub mod matrix;
 pub mod network;
 mod refine;
 mod scotch;
+pub mod traffic;
 
 use cost::{Spot, System, LEVELS};
 use lama_engine::{place, Bind, Layout, Level, Machine, Mppr, Order, Request};

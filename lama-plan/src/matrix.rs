@@ -14,6 +14,24 @@ use std::collections::HashMap;
 /// Most ranks a matrix may describe.
 pub const MAX_RANKS: u32 = 1 << 20;
 
+/// Largest total volume a matrix may hold: volume × the largest distance must stay finite.
+pub const MAX_TOTAL_VOLUME: f64 = 1e300;
+
+/// Most characters of an input token quoted in a message.
+const WINDOW: usize = 32;
+
+/// A token as a message quotes it: `'token'` when short, else its first characters and its
+/// length, `'1111…' (4000 characters)` (a long token is never printed whole).
+pub fn window(token: &str) -> String {
+    let n = token.chars().count();
+    if n <= WINDOW {
+        format!("'{token}'")
+    } else {
+        let head: String = token.chars().take(WINDOW).collect();
+        format!("'{head}…' ({n} characters)")
+    }
+}
+
 /// Which format a matrix file is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -192,6 +210,18 @@ impl CommMatrix {
             entries.push((i, j, v));
         }
         Ok(CommMatrix::from_entries(np.unwrap_or(max + 1), entries))
+    }
+
+    /// Refuses a total volume that is not finite or above [`MAX_TOTAL_VOLUME`].
+    pub fn checked_total(total: f64) -> Result<(), String> {
+        if total.is_finite() && total <= MAX_TOTAL_VOLUME {
+            Ok(())
+        } else {
+            Err(format!(
+                "the volumes add up to {total:e}, more than the {MAX_TOTAL_VOLUME:e} this model \
+                 accepts: scale them down (only their ratios matter)"
+            ))
+        }
     }
 
     /// How many ranks.

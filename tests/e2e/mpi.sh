@@ -304,12 +304,20 @@ record() {
     for h in "${nodes[@]}"; do
         on "$h" rm -rf "/tmp/rec-$name" && "$cluster" exec -u tester "$h" mkdir -p "/tmp/rec-$name" || return 1
     done
-    mpi_env=("${vars[@]}" OMPI_MCA_pml_monitoring_enable=1 OMPI_MCA_pml_monitoring_enable_output=3
+    mpi_env=("${vars[@]}" OMPI_MCA_pml_monitoring_enable=2 OMPI_MCA_pml_monitoring_enable_output=3
         OMPI_MCA_pml_monitoring_filename="/tmp/rec-$name/prof")
-    run_mpi ompi "$@" -- report halo 65536 4
-    local rc=$?
+    # Open MPI 5.0.7 with its monitoring on crashes now and then in a rank's first receive
+    # (a segmentation fault in mca_pml_ob1_recv_frag_callback_match; about one run in five
+    # here, never without monitoring): such a run is tried again, at most twice.
+    local try rc
+    for try in 1 2 3; do
+        run_mpi ompi "$@" -- report halo 65536 4 2> /dev/null
+        rc=$?
+        [ $rc -ne 0 ] && grep -q 'mca_pml_ob1_recv_frag_callback_match' "$work/err" || break
+        echo "    run $try of $name: Open MPI crashed in mca_pml_ob1_recv_frag_callback_match; running it again"
+    done
     mpi_env=()
-    [ $rc -eq 0 ] || return 1
+    [ $rc -eq 0 ] || { fail "$name: $(tail -n 5 "$work/err")"; return 1; }
     check_ranks ompi 6 && check_halo 6 3x2 || return 1
     cp "$work/out" "$work/$name.report"
     rm -rf "${work:?}/$name" && mkdir -p "$work/$name"

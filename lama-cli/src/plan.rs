@@ -120,7 +120,15 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     let names = hostlist::expand(&args.nodes).map_err(Failure::Usage)?;
     if let Some(bad) = names.iter().find(|n| !lama_planfile::valid_node_name(n)) {
         return Err(Failure::Usage(format!(
-            "'{bad}' is not a node name (letters, digits, '.', '_', '-')"
+            "{} is not a node name (letters, digits, '.', '_', '-')",
+            lama_plan::matrix::window(bad)
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = names.iter().find(|n| !seen.insert(n.as_str())) {
+        return Err(Failure::Usage(format!(
+            "--nodes names {dup} twice: each node once (two entries would give two ranks the \
+             same CPU)"
         )));
     }
     let format = match args.format.as_str() {
@@ -183,10 +191,21 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     let mut machines: Vec<Machine> = Vec::with_capacity(names.len());
     for (name, spec) in names.iter().zip(&specs) {
         let mut m = load(spec)?;
-        if let Some(a) = &all {
-            m = m.restrict(a);
-        }
-        if let Some((_, r)) = per_node.iter().rev().find(|(n, _)| n == name) {
+        let restrictions = all.iter().chain(
+            per_node
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, r)| r),
+        );
+        for r in restrictions {
+            // A CPU the node does not have is a mistake, not a CPU to drop.
+            if let Some(&bad) = r.cpus().iter().find(|&&c| m.logical_of(c).is_none()) {
+                return Err(Failure::Usage(format!(
+                    "--restrict: node {name} has no CPU {bad} (asked for {r}); its CPUs are {}",
+                    CpuList::from_cpus(m.pus().iter().map(|p| p.os))
+                )));
+            }
             m = m.restrict(r);
         }
         machines.push(m);

@@ -9,8 +9,6 @@
 //! j and what j sends to i both load the pair. The diagonal (a rank talking to itself) is
 //! ignored.
 
-use std::collections::HashMap;
-
 /// Most ranks a matrix may describe.
 pub const MAX_RANKS: u32 = 1 << 20;
 
@@ -68,20 +66,34 @@ fn err(line: usize, message: impl Into<String>) -> MatrixError {
     }
 }
 
+/// A line without its comment.
+fn content(line: &str) -> &str {
+    line.split('#').next().unwrap_or("")
+}
+
 fn volume(line: usize, token: &str) -> Result<f64, MatrixError> {
     let v: f64 = token.parse().map_err(|_| {
         err(
             line,
-            format!("'{token}' is not a number; volumes are numbers such as 12 or 1.5e3"),
+            format!(
+                "{} is not a number; volumes are numbers such as 12 or 1.5e3",
+                window(token)
+            ),
         )
     })?;
-    if !v.is_finite() {
-        return Err(err(line, format!("'{token}' is not a finite volume")));
+    if !v.is_finite() || v > MAX_TOTAL_VOLUME {
+        return Err(err(
+            line,
+            format!(
+                "{} is not a finite volume of at most {MAX_TOTAL_VOLUME:e}",
+                window(token)
+            ),
+        ));
     }
     if v < 0.0 {
         return Err(err(
             line,
-            format!("'{token}' is negative; volumes are 0 or more"),
+            format!("{} is negative; volumes are 0 or more", window(token)),
         ));
     }
     Ok(v)
@@ -90,51 +102,110 @@ fn volume(line: usize, token: &str) -> Result<f64, MatrixError> {
 impl CommMatrix {
     /// A matrix from `(i, j, volume)` entries (any order, repeats added up, made symmetric).
     pub fn from_entries(n: u32, entries: impl IntoIterator<Item = (u32, u32, f64)>) -> Self {
-        let mut sum: HashMap<(u32, u32), f64> = HashMap::new();
-        for (i, j, v) in entries {
-            if i == j || v <= 0.0 || i >= n || j >= n {
-                continue;
+        let mut pairs: Vec<(u32, u32, f64)> = entries
+            .into_iter()
+            .filter(|&(i, j, v)| i != j && v > 0.0 && i < n && j < n)
+            .map(|(i, j, v)| (i.min(j), i.max(j), v))
+            .collect();
+        CommMatrix::merge(n, &mut pairs)
+    }
+
+    /// Sorts `(i, j, v)` with `i < j` and adds up repeats, in place (no second copy).
+    fn merge(n: u32, pairs: &mut Vec<(u32, u32, f64)>) -> Self {
+        pairs.sort_unstable_by_key(|a| (a.0, a.1));
+        let mut w = 0;
+        for r in 0..pairs.len() {
+            if w > 0 && pairs[w - 1].0 == pairs[r].0 && pairs[w - 1].1 == pairs[r].1 {
+                pairs[w - 1].2 += pairs[r].2;
+            } else {
+                pairs[w] = pairs[r];
+                w += 1;
             }
-            *sum.entry((i.min(j), i.max(j))).or_insert(0.0) += v;
         }
-        let mut pairs: Vec<(u32, u32, f64)> =
-            sum.into_iter().map(|((i, j), v)| (i, j, v)).collect();
-        pairs.sort_by_key(|a| (a.0, a.1));
-        CommMatrix { n, pairs }
+        pairs.truncate(w);
+        pairs.shrink_to_fit();
+        CommMatrix {
+            n,
+            pairs: std::mem::take(pairs),
+        }
     }
 
     /// Parses a matrix. `np`, when given, is the number of ranks the matrix must describe.
+    ///
+    /// The text is read line by line without collecting its tokens: what is kept is one entry
+    /// per non-zero pair. With [`Format::Auto`] the format is decided from the first row and
+    /// the row count, and never guessed: dense is possible when the first row has as many
+    /// values as there are rows (and `np` when given), sparse when it has three values whose
+    /// first two are whole numbers; when both are possible the caller must say which.
     pub fn parse(text: &str, format: Format, np: Option<u32>) -> Result<CommMatrix, MatrixError> {
-        let rows: Vec<(usize, Vec<&str>)> = text
-            .lines()
-            .enumerate()
-            .map(|(i, l)| {
-                (
-                    i + 1,
-                    l.split('#')
-                        .next()
-                        .unwrap_or("")
-                        .split_whitespace()
-                        .collect(),
-                )
-            })
-            .filter(|(_, t): &(usize, Vec<&str>)| !t.is_empty())
-            .collect();
-        let Some((_, first)) = rows.first() else {
+        let mut rows = 0usize;
+        let mut first: Option<(usize, Vec<&str>)> = None;
+        for (i, tokens) in Self::rows(text) {
+            if first.is_none() {
+                first = Some((i, tokens.take(4).collect()));
+                // (at most 4 tokens kept: enough to tell 3 from more)
+            }
+            rows += 1;
+        }
+        let Some((first_line, head)) = first else {
             return Err(err(
                 0,
                 "the matrix is empty: expected a square matrix or 'i j volume' lines",
             ));
         };
+        let first_len = text
+            .lines()
+            .nth(first_line - 1)
+            .map_or(0, |l| content(l).split_whitespace().count());
         let format = match format {
-            Format::Auto if first.len() == rows.len() => Format::Dense,
-            Format::Auto if first.len() == 3 => Format::Sparse,
-            Format::Auto => Format::Dense,
+            Format::Auto => {
+                let square = first_len == rows;
+                let dense = square && np.is_none_or(|np| np as usize == rows);
+                let sparse = first_len == 3
+                    && head[..2].iter().all(|t| t.parse::<u32>().is_ok())
+                    && Self::all_triples(text, np);
+                match (dense, sparse) {
+                    (false, false) if square => {
+                        return Err(err(
+                            0,
+                            format!(
+                                "the matrix describes {rows} ranks but --np is {}; give one row \
+                                 and column per rank",
+                                np.unwrap_or(0)
+                            ),
+                        ))
+                    }
+                    (true, true) => {
+                        return Err(err(
+                            0,
+                            format!(
+                                "{rows} rows of 3 values read both as a dense {rows} x {rows} \
+                                 matrix and as 'i j volume' triples: say which with --format \
+                                 dense or --format sparse"
+                            ),
+                        ))
+                    }
+                    (true, false) => Format::Dense,
+                    (false, true) => Format::Sparse,
+                    (false, false) => {
+                        return Err(err(
+                            first_line,
+                            format!(
+                                "neither format fits: the first row has {first_len} value(s), \
+                                 but a dense matrix has as many values per row as rows ({rows}{}), \
+                                 and a sparse one 'i j volume' (3 values, the first two whole \
+                                 numbers); fix the file or give --format",
+                                np.map_or(String::new(), |np| format!(", and --np {np}"))
+                            ),
+                        ))
+                    }
+                }
+            }
             f => f,
         };
         let matrix = match format {
-            Format::Sparse => Self::sparse(&rows, np)?,
-            _ => Self::dense(&rows)?,
+            Format::Sparse => Self::sparse(text, np)?,
+            _ => Self::dense(text, rows)?,
         };
         if let Some(np) = np {
             if matrix.n != np {
@@ -148,55 +219,88 @@ impl CommMatrix {
                 ));
             }
         }
+        Self::checked_total(matrix.total()).map_err(|m| err(0, m))?;
         Ok(matrix)
     }
 
-    fn dense(rows: &[(usize, Vec<&str>)]) -> Result<CommMatrix, MatrixError> {
-        let n = rows.len();
+    /// Whether every row is `i j volume` with whole-number ranks (below `np` when given).
+    fn all_triples(text: &str, np: Option<u32>) -> bool {
+        Self::rows(text).all(|(_, mut t)| {
+            let rank = |t: Option<&str>| {
+                t.and_then(|t| t.parse::<u32>().ok())
+                    .is_some_and(|r| np.is_none_or(|np| r < np))
+            };
+            rank(t.next()) && rank(t.next()) && t.next().is_some() && t.next().is_none()
+        })
+    }
+
+    /// The non-empty rows of `text`: their 1-based line numbers and tokens (comments removed).
+    fn rows(text: &str) -> impl Iterator<Item = (usize, std::str::SplitWhitespace<'_>)> {
+        text.lines()
+            .enumerate()
+            .map(|(i, l)| (i + 1, content(l)))
+            .filter(|(_, c)| !c.trim().is_empty())
+            .map(|(i, c)| (i, c.split_whitespace()))
+    }
+
+    fn dense(text: &str, n: usize) -> Result<CommMatrix, MatrixError> {
         if n as u64 > u64::from(MAX_RANKS) {
             return Err(err(0, format!("{n} rows: at most {MAX_RANKS} ranks")));
         }
-        let mut entries = Vec::new();
-        for (i, (line, tokens)) in rows.iter().enumerate() {
-            if tokens.len() != n {
+        let mut pairs: Vec<(u32, u32, f64)> = Vec::new();
+        for (i, (line, tokens)) in Self::rows(text).enumerate() {
+            let mut count = 0usize;
+            for (j, t) in tokens.enumerate() {
+                count += 1;
+                if count > n {
+                    continue;
+                }
+                let v = volume(line, t)?;
+                if v > 0.0 && i != j {
+                    pairs.push(((i.min(j)) as u32, (i.max(j)) as u32, v));
+                }
+            }
+            if count != n {
                 return Err(err(
-                    *line,
+                    line,
                     format!(
-                        "row {i} has {} values; a dense matrix is square: {n} rows of {n} values",
-                        tokens.len()
+                        "row {i} has {count} values; a dense matrix is square: {n} rows of {n} \
+                         values"
                     ),
                 ));
             }
-            for (j, t) in tokens.iter().enumerate() {
-                let v = volume(*line, t)?;
-                if v > 0.0 {
-                    entries.push((i as u32, j as u32, v));
-                }
-            }
         }
-        Ok(CommMatrix::from_entries(n as u32, entries))
+        Ok(CommMatrix::merge(n as u32, &mut pairs))
     }
 
-    fn sparse(rows: &[(usize, Vec<&str>)], np: Option<u32>) -> Result<CommMatrix, MatrixError> {
-        let mut entries = Vec::with_capacity(rows.len());
+    fn sparse(text: &str, np: Option<u32>) -> Result<CommMatrix, MatrixError> {
+        let mut pairs = Vec::new();
         let mut max = 0u32;
-        for (line, tokens) in rows {
-            let [i, j, v] = tokens[..] else {
+        for (line, tokens) in Self::rows(text) {
+            let t: Vec<&str> = tokens.take(4).collect();
+            let [i, j, v] = t[..] else {
                 return Err(err(
-                    *line,
-                    format!("expected 'i j volume', found {} value(s)", tokens.len()),
+                    line,
+                    format!(
+                        "expected 'i j volume', found {} value(s)",
+                        if t.len() > 3 {
+                            "more than 3".to_string()
+                        } else {
+                            t.len().to_string()
+                        }
+                    ),
                 ));
             };
             let rank = |t: &str| -> Result<u32, MatrixError> {
                 let r: u32 = t.parse().map_err(|_| {
                     err(
-                        *line,
-                        format!("'{t}' is not a rank (a whole number from 0)"),
+                        line,
+                        format!("{} is not a rank (a whole number from 0)", window(t)),
                     )
                 })?;
                 if r >= MAX_RANKS || np.is_some_and(|np| r >= np) {
                     return Err(err(
-                        *line,
+                        line,
                         format!(
                             "rank {r} is out of range: ranks go from 0 to {}",
                             np.unwrap_or(MAX_RANKS) - 1
@@ -205,11 +309,13 @@ impl CommMatrix {
                 }
                 Ok(r)
             };
-            let (i, j, v) = (rank(i)?, rank(j)?, volume(*line, v)?);
+            let (i, j, v) = (rank(i)?, rank(j)?, volume(line, v)?);
             max = max.max(i).max(j);
-            entries.push((i, j, v));
+            if i != j && v > 0.0 {
+                pairs.push((i.min(j), i.max(j), v));
+            }
         }
-        Ok(CommMatrix::from_entries(np.unwrap_or(max + 1), entries))
+        Ok(CommMatrix::merge(np.unwrap_or(max + 1), &mut pairs))
     }
 
     /// Refuses a total volume that is not finite or above [`MAX_TOTAL_VOLUME`].
@@ -392,6 +498,55 @@ mod tests {
             assert_eq!(e.line, line, "{text:?}: {e}");
             assert!(e.message.contains(why), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn the_format_is_never_guessed() {
+        // A 3 x 3 ring read as dense or as three triples (0-1 volume 0, 1-0 volume 1, ...):
+        // both fit, so the caller must say.
+        let ring = "0 1 1\n1 0 1\n1 1 0\n";
+        let e = CommMatrix::parse(ring, Format::Auto, Some(3)).unwrap_err();
+        assert!(
+            e.message.contains("--format dense or --format sparse"),
+            "{e}"
+        );
+        assert_eq!(
+            CommMatrix::parse(ring, Format::Dense, Some(3))
+                .unwrap()
+                .pairs(),
+            [(0, 1, 2.0), (0, 2, 2.0), (1, 2, 2.0)]
+        );
+        assert_eq!(
+            CommMatrix::parse(ring, Format::Sparse, Some(3))
+                .unwrap()
+                .pairs(),
+            [(0, 1, 2.0)]
+        );
+        // Four triples are not a square: sparse, without asking.
+        let triples = "0 1 5\n1 2 5\n2 3 5\n3 0 5\n";
+        assert_eq!(
+            CommMatrix::parse(triples, Format::Auto, Some(4))
+                .unwrap()
+                .pairs()
+                .len(),
+            4
+        );
+        // Neither: a row of 4 values over 2 rows.
+        let e = CommMatrix::parse("0 1 2 3\n0 1 2 3\n", Format::Auto, Some(4)).unwrap_err();
+        assert!(e.message.contains("neither format fits"), "{e}");
+    }
+
+    #[test]
+    fn long_tokens_are_quoted_in_a_short_window_and_totals_are_bounded() {
+        let long = "7".repeat(4000) + "x";
+        let e =
+            CommMatrix::parse(&format!("0 1 {long}\n1 2 1\n"), Format::Sparse, None).unwrap_err();
+        assert!(e.message.contains("(4001 characters)"), "{e}");
+        assert!(e.message.len() < 200, "{e}");
+        let e = CommMatrix::parse("0 1 1e300\n1 2 1e300\n", Format::Sparse, None).unwrap_err();
+        assert!(e.message.contains("more than the 1e300"), "{e}");
+        let e = CommMatrix::parse("0 1 1e301\n", Format::Sparse, None).unwrap_err();
+        assert!(e.message.contains("at most 1e300"), "{e}");
     }
 
     #[test]

@@ -443,6 +443,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             .into_iter()
             .collect();
         text += &render::placement_text(&placement, &notes);
+        text += &render::placement_devices_text(&placement);
         if membind != Membind::None {
             text += &format!("\nmemory binding {membind} (NUMA nodes, OS indexes):\n");
             for r in 0..placement.len() {
@@ -488,6 +489,25 @@ pub(crate) struct JsonProcess {
 #[derive(serde::Serialize)]
 struct JsonPlacement {
     processes: Vec<JsonProcess>,
+    /// The nodes' GPUs and NICs, when their topologies have any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    devices: Vec<JsonDevice>,
+}
+
+/// A device of a node, with the ranks bound inside its locality.
+#[derive(serde::Serialize)]
+struct JsonDevice {
+    node: u32,
+    kind: &'static str,
+    index: u32,
+    vendor: String,
+    bus_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uuid: Option<String>,
+    names: Vec<String>,
+    near: String,
+    cpus: Vec<u32>,
+    ranks: Vec<u32>,
 }
 
 fn json(p: &Placement<'_>, membind: Membind) -> String {
@@ -508,7 +528,26 @@ fn json(p: &Placement<'_>, membind: Membind) -> String {
             }
         })
         .collect();
-    let mut s = serde_json::to_string(&JsonPlacement { processes })
+    let devices = p
+        .nodes()
+        .iter()
+        .enumerate()
+        .flat_map(|(n, m)| {
+            m.devices().iter().map(move |d| JsonDevice {
+                node: n as u32,
+                kind: d.kind.name(),
+                index: d.index,
+                vendor: d.vendor.clone(),
+                bus_id: d.bus_id.clone(),
+                uuid: d.uuid.clone(),
+                names: d.names.clone(),
+                near: d.near.clone(),
+                cpus: render::device_cpus(m, d).cpus().to_vec(),
+                ranks: render::ranks_near(p, n as u32, d),
+            })
+        })
+        .collect();
+    let mut s = serde_json::to_string(&JsonPlacement { processes, devices })
         .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
     s.push('\n');
     s

@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod cpulist;
+pub mod device;
 pub mod diag;
 pub mod hybrid;
 pub mod level;
@@ -42,6 +43,7 @@ pub mod topology;
 mod place_tests;
 
 pub use cpulist::{CpuList, CpuListError};
+pub use device::{vendor_name, Device, DeviceKind, DeviceSpec};
 pub use diag::{Diagnostic, Subject, MAX_INPUT_LEN};
 pub use hybrid::{
     binding_for_cpus, cpus_covered, exact_binding, numa_nodes, threads_per_core, CpuUnit,

@@ -5,6 +5,8 @@
 //! (outside its cpuset or the `--restrict` set, or disallowed). A process without binding shows
 //! its mapped hardware thread as `m`.
 
+use crate::cpulist::CpuList;
+use crate::device::Device;
 use crate::level::Level;
 use crate::place::{place, Placement, Request};
 use crate::spec::{Bind, Layout};
@@ -244,13 +246,88 @@ pub fn topology_text(machine: &Machine) -> String {
         }
     }
     let _ = writeln!(out, "picture: {}", picture(machine, &[]));
+    out += &device_lines(machine, &|_| Vec::new());
+    out
+}
+
+/// The OS indexes of a device's locality.
+pub fn device_cpus(m: &Machine, d: &Device) -> CpuList {
+    CpuList::from_cpus(d.pus.clone().map(|p| m.pus()[p as usize].os))
+}
+
+/// The ranks of a placement on node `node` whose binding (or mapped PU, without binding) lies
+/// inside a device's locality: the ranks the device is near.
+pub fn ranks_near(p: &Placement<'_>, node: u32, d: &Device) -> Vec<u32> {
+    p.ranks_on(node)
+        .into_iter()
+        .filter(|&r| {
+            let info = p.info(r);
+            let on: &[u32] = if info.bound_logical.is_empty() {
+                std::slice::from_ref(&info.pu_logical)
+            } else {
+                &info.bound_logical
+            };
+            on.iter().all(|q| d.pus.contains(q))
+        })
+        .map(|r| r as u32)
+        .collect()
+}
+
+/// One line per device of `m`: kind and index, vendor, PCI bus id, OS names, UUID, locality,
+/// and `ranks(device)` when not empty.
+fn device_lines(m: &Machine, ranks: &dyn Fn(&Device) -> Vec<u32>) -> String {
+    let mut out = String::new();
+    if m.devices().is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "devices (GPUs and NICs in PCI bus order; near: the object above each that holds CPUs):"
+    );
+    for d in m.devices() {
+        let r = ranks(d);
+        let _ = writeln!(
+            out,
+            "  {}{:<3} {:<9} {}  {:<24} near {} (P#{}){}{}",
+            d.kind,
+            d.index,
+            d.vendor,
+            d.bus_id,
+            d.names.join(","),
+            d.near,
+            device_cpus(m, d),
+            d.uuid
+                .as_ref()
+                .map_or(String::new(), |u| format!("  uuid {u}")),
+            if r.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "  ranks bound inside: {}",
+                    r.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                )
+            }
+        );
+    }
+    out
+}
+
+/// Per node with devices, its devices and the ranks bound inside each one's locality.
+pub fn placement_devices_text(p: &Placement<'_>) -> String {
+    let mut out = String::new();
+    for (n, m) in p.nodes().iter().enumerate() {
+        if m.devices().is_empty() {
+            continue;
+        }
+        let _ = write!(out, "\nnode {n} ({}): ", m.name());
+        out += &device_lines(m, &|d| ranks_near(p, n as u32, d));
+    }
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CpuList;
 
     #[test]
     fn pictures_show_sockets_cores_and_availability() {

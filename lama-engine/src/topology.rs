@@ -11,6 +11,7 @@
 //! reports a binding.
 
 use crate::cpulist::CpuList;
+use crate::device::{Device, DeviceSpec};
 use crate::level::{Level, ALL_LEVELS};
 use std::collections::HashMap;
 use std::ops::Range;
@@ -84,6 +85,7 @@ pub struct MachineBuilder {
     name: String,
     pus: Vec<Pu>,
     objects: Vec<(Level, Option<u32>, Vec<u32>)>,
+    devices: Vec<DeviceSpec>,
 }
 
 impl MachineBuilder {
@@ -105,6 +107,13 @@ impl MachineBuilder {
     /// logical order; an object without PUs (a memory-only NUMA node) is ignored.
     pub fn object(&mut self, level: Level, os: Option<u32>, pus_os: &[u32]) -> &mut Self {
         self.objects.push((level, os, pus_os.to_vec()));
+        self
+    }
+
+    /// Adds a device (GPU or NIC), in PCI bus order; each kind is numbered from 0 in the order
+    /// its devices are added.
+    pub fn device(&mut self, device: DeviceSpec) -> &mut Self {
+        self.devices.push(device);
         self
     }
 
@@ -161,10 +170,46 @@ impl MachineBuilder {
                 }
             }
         }
+        let mut devices = Vec::with_capacity(self.devices.len());
+        let mut counts = [0u32; 2];
+        for d in self.devices {
+            let mut logical: Vec<u32> = d
+                .pus_os
+                .iter()
+                .filter_map(|p| logical_of.get(p).copied())
+                .collect();
+            logical.sort_unstable();
+            logical.dedup();
+            // A device whose locality names no PU of this machine is near nothing in
+            // particular: the whole machine.
+            let pus = match (logical.first(), logical.last()) {
+                (Some(&a), Some(&b)) if (b - a + 1) as usize == logical.len() => a..b + 1,
+                (Some(_), Some(_)) => {
+                    return Err(TopologyError::NotContiguous {
+                        level: Level::Node,
+                        pus: CpuList::from_cpus(d.pus_os).to_string(),
+                    })
+                }
+                _ => 0..self.pus.len() as u32,
+            };
+            let k = d.kind as usize;
+            devices.push(Device {
+                kind: d.kind,
+                index: counts[k],
+                vendor: d.vendor,
+                bus_id: d.bus_id,
+                uuid: d.uuid,
+                names: d.names,
+                pus,
+                near: d.near,
+            });
+            counts[k] += 1;
+        }
         Ok(Machine {
             name: self.name,
             pus: self.pus,
             objects,
+            devices,
         })
     }
 }
@@ -175,6 +220,7 @@ pub struct Machine {
     name: String,
     pus: Vec<Pu>,
     objects: Vec<Vec<Object>>,
+    devices: Vec<Device>,
 }
 
 impl Machine {
@@ -192,6 +238,12 @@ impl Machine {
     /// levels the machine lacks).
     pub fn objects(&self, level: Level) -> &[Object] {
         &self.objects[level.index()]
+    }
+
+    /// The machine's GPUs and NICs (each kind in PCI bus order), none when its topology has no
+    /// I/O objects.
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
     }
 
     /// OS indexes of the available PUs.

@@ -17,12 +17,16 @@
 #![deny(missing_docs)]
 
 use hwlocality::cpu::cpuset::CpuSet;
-use hwlocality::object::types::ObjectType;
-use hwlocality::topology::builder::{BuildFlags, TopologyBuilder};
+use hwlocality::object::attributes::ObjectAttributes;
+use hwlocality::object::types::{OSDeviceType, ObjectType};
+use hwlocality::object::TopologyObject;
+use hwlocality::topology::builder::{BuildFlags, TopologyBuilder, TypeFilter};
 use hwlocality::topology::editor::AllowSet;
 use hwlocality::topology::export::xml::XMLExportFlags;
 use hwlocality::topology::Topology;
-use lama_engine::{CpuList, Level, Machine, MachineBuilder, TopologyError};
+use lama_engine::{
+    vendor_name, CpuList, DeviceKind, DeviceSpec, Level, Machine, MachineBuilder, TopologyError,
+};
 use std::path::{Path, PathBuf};
 
 /// Where a topology comes from.
@@ -95,10 +99,17 @@ pub enum LoadError {
 }
 
 fn builder() -> Result<TopologyBuilder, LoadError> {
+    // I/O objects are dropped by hwloc unless its filters keep them, also when it reads XML:
+    // keep the important ones (PCI devices with GPUs, NICs, ...; their OS devices).
     TopologyBuilder::new()
         .with_flags(BuildFlags::INCLUDE_DISALLOWED)
         .map_err(|e| LoadError::Hwloc {
             action: "set topology flags",
+            reason: e.to_string(),
+        })?
+        .with_io_type_filter(TypeFilter::KeepImportant)
+        .map_err(|e| LoadError::Hwloc {
+            action: "keep I/O objects",
             reason: e.to_string(),
         })
 }
@@ -229,10 +240,119 @@ fn convert(
             b.object(level, obj.os_index().map(|i| i as u32), &pus);
         }
     }
+    for d in devices(topology) {
+        b.device(d);
+    }
     b.build().map_err(|source| LoadError::Model {
         name: name.to_string(),
         source,
     })
+}
+
+/// What an OS device says its PCI device is: a GPU (a compute device: CUDA, NVML, ROCm SMI,
+/// Level Zero, OpenCL), a NIC (a network or OpenFabrics device), or neither (a disk, a DMA
+/// engine, a display adapter with only a DRM card such as a BMC's).
+fn classify(osdev: &TopologyObject) -> Option<DeviceKind> {
+    let name = osdev
+        .name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let subtype = osdev
+        .subtype()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let ty = match osdev.attributes() {
+        Some(ObjectAttributes::OSDevice(a)) => Some(a.device_type()),
+        _ => None,
+    };
+    let compute_name = ["cuda", "nvml", "rsmi", "opencl", "ze", "levelzero"]
+        .iter()
+        .any(|p| name.starts_with(p) || subtype == *p);
+    match ty {
+        Some(OSDeviceType::CoProcessor) => Some(DeviceKind::Gpu),
+        Some(OSDeviceType::GPU) if compute_name => Some(DeviceKind::Gpu),
+        Some(OSDeviceType::Network | OSDeviceType::OpenFabrics) => Some(DeviceKind::Nic),
+        // Another encoding of the type (hwloc 3.0 writes a set of flags): by its name.
+        _ if compute_name => Some(DeviceKind::Gpu),
+        _ if ["mlx", "ib", "hsi", "hfi", "cxi", "bxi", "eth", "en"]
+            .iter()
+            .any(|p| name.starts_with(p)) =>
+        {
+            Some(DeviceKind::Nic)
+        }
+        _ => None,
+    }
+}
+
+/// The GPUs and NICs of a topology, in PCI bus order: each PCI device with an OS device of
+/// either kind (a GPU when it has both), with its vendor, bus id, UUID and locality.
+fn devices(topology: &Topology) -> Vec<DeviceSpec> {
+    let mut out = Vec::new();
+    for pci in topology.pci_devices() {
+        let Some(ObjectAttributes::PCIDevice(attr)) = pci.attributes() else {
+            continue;
+        };
+        let osdevs: Vec<&TopologyObject> = pci
+            .io_children()
+            .filter(|c| c.object_type() == ObjectType::OSDevice)
+            .collect();
+        let kinds: Vec<DeviceKind> = osdevs.iter().filter_map(|o| classify(o)).collect();
+        let kind = if kinds.contains(&DeviceKind::Gpu) {
+            DeviceKind::Gpu
+        } else if kinds.contains(&DeviceKind::Nic) {
+            DeviceKind::Nic
+        } else {
+            continue;
+        };
+        let info = |key: &str| {
+            osdevs
+                .iter()
+                .find_map(|o| o.info(key).map(|v| v.to_string_lossy().into_owned()))
+        };
+        let uuid = ["NVIDIAUUID", "AMDUUID", "LevelZeroUUID"]
+            .iter()
+            .find_map(|k| info(k));
+        let vendor = vendor_name(attr.vendor_id())
+            .map(str::to_string)
+            .or_else(|| info("GPUVendor"))
+            .unwrap_or_else(|| format!("0x{:04x}", attr.vendor_id()));
+        let (pus_os, near) = match pci.first_non_io_ancestor() {
+            Some(a) => (
+                a.cpuset().map(|c| os_indexes(&c)).unwrap_or_default(),
+                format!("{} L#{}", a.object_type(), a.logical_index()),
+            ),
+            None => (Vec::new(), "Machine L#0".to_string()),
+        };
+        out.push((
+            (
+                u32::from(attr.domain()),
+                attr.bus_id(),
+                attr.bus_device(),
+                attr.function(),
+            ),
+            DeviceSpec {
+                kind,
+                vendor,
+                bus_id: format!(
+                    "{:04x}:{:02x}:{:02x}.{:x}",
+                    attr.domain(),
+                    attr.bus_id(),
+                    attr.bus_device(),
+                    attr.function()
+                ),
+                uuid,
+                names: osdevs
+                    .iter()
+                    .filter(|o| classify(o).is_some())
+                    .filter_map(|o| o.name().map(|n| n.to_string_lossy().into_owned()))
+                    .collect(),
+                pus_os,
+                near,
+            },
+        ));
+    }
+    out.sort_by_key(|(bus, _)| *bus);
+    out.into_iter().map(|(_, d)| d).collect()
 }
 
 /// A topology as hwloc XML (v2), every PU and NUMA node allowed: the caller's own restriction
@@ -339,5 +459,112 @@ mod tests {
         let back = load(&Source::Xml(file)).unwrap();
         assert_eq!(back.pus(), live.pus());
         assert!(!online_cpus().unwrap().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    use super::*;
+
+    fn synth(s: &str) -> Machine {
+        load(&Source::Synthetic(s.to_string())).unwrap()
+    }
+
+    fn io(name: &str) -> Option<Machine> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/topologies/io")
+            .join(name);
+        path.is_file()
+            .then(|| load(&Source::Xml(path)).expect("a real machine's XML"))
+    }
+
+    fn table(m: &Machine) -> Vec<String> {
+        m.devices()
+            .iter()
+            .map(|d| {
+                let cpus: Vec<u32> = d.pus.clone().map(|p| m.pus()[p as usize].os).collect();
+                format!(
+                    "{}{} {} {} {} {} near {} cpus {}",
+                    d.kind,
+                    d.index,
+                    d.vendor,
+                    d.bus_id,
+                    d.names.join(","),
+                    d.uuid.as_deref().unwrap_or("-"),
+                    d.near,
+                    CpuList::from_cpus(cpus)
+                )
+            })
+            .collect()
+    }
+
+    /// Expectations checked by hand against each XML: the PCIDev's `pci_busid`, its OSDev
+    /// children's names and NVIDIAUUID/AMDUUID infos, the vendor id in `pci_type`, and the
+    /// cpuset of its nearest non-I/O ancestor (Lassen's Package os_index 0 has cpuset
+    /// 0x00ffffff,0xffffffff,0xffffff00 = PUs 8-87; Tioga's L3 os_index 6 has
+    /// 0x00ff0000,,0x00ff0000,0x0 = 48-55,112-119). BMC display adapters (ASPEED, class 0300,
+    /// no compute OS device) and disks are not devices.
+    #[test]
+    fn gpus_and_nics_of_real_machines() {
+        let Some(lassen) = io("coral-lassen.xml") else {
+            return;
+        };
+        assert_eq!(
+            table(&lassen),
+            [
+                "nic0 Mellanox 0003:01:00.0 hsi0,mlx5_0 - near Package L#0 cpus 8-87",
+                "nic1 Mellanox 0003:01:00.1 hsi1,mlx5_1 - near Package L#0 cpus 8-87",
+                "gpu0 NVIDIA 0004:04:00.0 cuda0,nvml0 GPU-04732404-7fc3-5ae6-cddd-c879b3a379bb near Package L#0 cpus 8-87",
+                "gpu1 NVIDIA 0004:05:00.0 cuda1,nvml1 GPU-c6f92517-d6ad-e039-6cbf-fc1d05507a3c near Package L#0 cpus 8-87",
+                "nic2 Broadcom 0005:01:00.0 enP5p1s0f0 - near Package L#0 cpus 8-87",
+                "nic3 Broadcom 0005:01:00.1 enP5p1s0f1 - near Package L#0 cpus 8-87",
+                "nic4 Mellanox 0033:01:00.0 hsi2,mlx5_2 - near Package L#1 cpus 96-175",
+                "nic5 Mellanox 0033:01:00.1 hsi3,mlx5_3 - near Package L#1 cpus 96-175",
+                "gpu2 NVIDIA 0035:03:00.0 cuda2,nvml2 GPU-3e0871a1-dd1a-b447-40f2-86e6745c3206 near Package L#1 cpus 96-175",
+                "gpu3 NVIDIA 0035:04:00.0 cuda3,nvml3 GPU-94d6ebb6-7f93-d19f-5b24-d8e69b74e4e7 near Package L#1 cpus 96-175",
+            ]
+        );
+        // Tioga: GPU locality finer than a package (one L3 each), not in index order.
+        let tioga = io("eas-tioga.xml").expect("the io folder is complete");
+        let t = table(&tioga);
+        assert_eq!(t.len(), 13);
+        assert_eq!(
+            t[1],
+            "gpu0 AMD 0000:c1:00.0 rsmi0 4a7c19da329a2b8c near L3Cache L#6 cpus 48-55,112-119"
+        );
+        assert_eq!(
+            t[7],
+            "gpu4 AMD 0000:d1:00.0 rsmi4 e850aef0615db971 near L3Cache L#0 cpus 0-7,64-71"
+        );
+        assert_eq!(
+            t[2],
+            "nic1 HPE 0000:c5:00.0 hsi0 - near L3Cache L#7 cpus 56-63,120-127"
+        );
+        // g4dn: 8 T4s, each one device for its three OS devices.
+        let g4dn = io("g4dnmetal.xml").expect("the io folder is complete");
+        let gpus: Vec<&lama_engine::Device> = g4dn
+            .devices()
+            .iter()
+            .filter(|d| d.kind == DeviceKind::Gpu)
+            .collect();
+        assert_eq!(gpus.len(), 8);
+        assert_eq!(gpus[7].names, ["cuda7", "opencl0d7", "nvml7"]);
+        // Corona: MI50s seen only as OpenCL devices, no UUID.
+        let corona = io("epyc-corona.xml").expect("the io folder is complete");
+        let t = table(&corona);
+        assert_eq!(
+            t[2],
+            "gpu0 AMD 0000:13:00.0 opencl0d0 - near Group L#1 cpus 6-11,54-59"
+        );
+        assert_eq!(
+            corona
+                .devices()
+                .iter()
+                .filter(|d| d.kind == DeviceKind::Gpu)
+                .count(),
+            4
+        );
+        // A machine without I/O objects has no devices.
+        assert!(synth("pack:2 core:2 pu:1").devices().is_empty());
     }
 }

@@ -72,6 +72,8 @@ grep -q '^# required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so' "$stage/
 } | gzip -9n > "$stage/changelog.gz"
 sed "s/@SLURM_RELEASE@/$flavour/" packaging/preinst.in > "$stage/debian/preinst"
 chmod 0755 "$stage/debian/preinst"
+# Removal disables the plugin's line, reinstallation enables it again (packaging/postrm).
+install -m 0755 packaging/postinst packaging/postrm "$stage/debian/"
 
 fast=()
 [ "${LAMA_DEB_FAST:-}" != 1 ] || fast=(--fast)

@@ -409,6 +409,36 @@ t_package_refused_on_other_slurm() {
     assert_eq "its status" "install ok installed" "$(on node1 dpkg-query -W -f '${Status}' spank-lama)"
 }
 
+t_package_removal_keeps_srun_working() {
+    # Removing the package (not purging) keeps its conffile; its enabled `required` line would
+    # name a plugin that is gone and every step on the node would fail. The package disables
+    # the line on removal and enables it again when installed again (packaging/postrm).
+    local deb plugin
+    plugin=$(on node1 sh -c "awk '\$1 == \"required\" { print \$2 }' /etc/slurm/plugstack.conf.d/lama.conf")
+    [ -n "$plugin" ] || fail "node1's lama.conf has no enabled line" || return 1
+    deb=$(on node1 sh -c 'ls /opt/lama/spank-lama_*.deb' | head -n1)
+    [ -n "$deb" ] || fail "no package in node1's /opt/lama" || return 1
+    on node1 dpkg -r spank-lama > "$work/dpkg" 2>&1 || fail "dpkg -r: $(cat "$work/dpkg")" || return 1
+    removed_checks "$plugin"
+    local rc=$?
+    # Installed again: the line is the site's again, and LAMA places the step.
+    on node1 dpkg -i "$deb" > "$work/dpkg" 2>&1 || fail "dpkg -i: $(cat "$work/dpkg")" || return 1
+    [ $rc -eq 0 ] || return 1
+    assert_eq "the line after reinstalling" "required $plugin" "$(plugin_line "$plugin")" || return 1
+    run_srun -w node1 -n2 --lama-map=scbnh || fail "srun after reinstalling: $(cat "$work/err")" || return 1
+    assert_eq "placed again after reinstalling" "node1:0 node1:1" "$(actual_cpus)"
+}
+# node1's line naming the plugin in lama.conf, without trailing blanks.
+plugin_line() { on node1 grep -F "$1" /etc/slurm/plugstack.conf.d/lama.conf | sed 's/[[:space:]]*$//'; }
+removed_checks() { # PLUGIN: what holds while the package is removed from node1
+    on node1 test ! -e "$1" || fail "$1 is still there after dpkg -r" || return 1
+    grep -qF "disabled the plugin's line" "$work/dpkg" || fail "dpkg -r said: $(cat "$work/dpkg")" || return 1
+    assert_eq "the line after removal" "#lama-removed# required $1" "$(plugin_line "$1")" || return 1
+    # A step on node1 still runs.
+    as_user srun -w node1 -n1 true > "$work/out" 2> "$work/err" \
+        || fail "srun on node1 after the package's removal: $(cat "$work/err")"
+}
+
 t_openmp_variables() {
     local report='echo "$SLURM_PROCID $(hostname -s) $OMP_PLACES $OMP_PROC_BIND $OMP_NUM_THREADS"'
     # node1: two sockets of one core; a task given both CPUs and bound to the node gets two places.
@@ -853,7 +883,8 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_salloc_options t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
     t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
     t_bad_site_configuration t_node_configuration_error_fails_the_job_not_the_node t_topology_sources t_topology_cache t_install_refuses_other_slurm
-    t_package_installed t_package_refused_on_other_slurm t_cpus_per_task_widen_the_binding
+    t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
+    t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_plan_ring_and_stencil
     t_plan_in_batch t_bad_plan_refused t_cpu_bind_and_lama t_daemons_still_up)
 

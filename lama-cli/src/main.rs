@@ -129,8 +129,9 @@ struct MapArgs {
     /// With one --topology: that many identical nodes.
     #[arg(long, short = 'N', value_name = "N")]
     nodes: Option<u32>,
-    /// Number of processes.
-    #[arg(long, short = 'n', value_name = "NP")]
+    /// Number of processes (1 or more).
+    #[arg(long, short = 'n', value_name = "NP",
+          value_parser = clap::value_parser!(u32).range(1..))]
     np: u32,
     /// Mapping layout (e.g. scbnh) or alias (hwthread core l1cache l2cache l3cache numa socket node).
     #[arg(long, short = 'm', value_name = "LAYOUT")]
@@ -166,8 +167,9 @@ struct MapArgs {
     /// Rank ordering: n (natural) or s (sequential).
     #[arg(long, value_name = "n|s", default_value = "n")]
     order: String,
-    /// Allow more processes than positions (further passes ignore MPPR limits).
-    #[arg(long)]
+    /// Allow more processes than positions (further passes ignore MPPR limits); srun's
+    /// spelling --overcommit is accepted too.
+    #[arg(long, visible_alias = "overcommit")]
     oversubscribe: bool,
     /// Limit the available PUs of every node to these OS indexes, e.g. 2-3 (as a job cpuset
     /// would).
@@ -267,7 +269,9 @@ pub(crate) fn cpulist(text: &str) -> Result<CpuList, Failure> {
 }
 
 fn map(args: MapArgs) -> Result<(), Failure> {
-    let syntax = |d: lama_engine::Diagnostic| Failure::Usage(d.to_string());
+    // A familiar Slurm or Open MPI spelling is refused with its LAMA equivalent.
+    let syntax =
+        |d: lama_engine::Diagnostic| Failure::Usage(lama_slurm::familiar::explain(d).to_string());
     let layout = Layout::parse(&args.map).map_err(syntax)?;
     let bind = args
         .bind

@@ -7,4 +7,5 @@ pub mod built_for;
 pub mod cpu_bind;
 pub mod cpus_per_task;
 pub mod distribution;
+pub mod familiar;
 pub mod hostlist;

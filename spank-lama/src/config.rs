@@ -209,7 +209,10 @@ fn absolute_path(key: &str, value: &str) -> Result<String, String> {
 impl SiteConfig {
     /// Applies one `key=value` setting.
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        let diag = |d: lama_engine::Diagnostic| format!("{key}={value}: {}", d.headline());
+        let diag = |d: lama_engine::Diagnostic| {
+            let d = lama_slurm::familiar::explain(d);
+            format!("{key}={value}: {}", d.headline())
+        };
         match key {
             "map" => {
                 self.map = if value == "none" {

@@ -103,10 +103,12 @@ impl StepRequest {
     }
 }
 
+/// A syntax error of `option`; a familiar Slurm or Open MPI spelling is refused with its LAMA
+/// equivalent.
 fn syntax(option: &'static str) -> impl Fn(Diagnostic) -> RequestError {
     move |diagnostic| RequestError::Syntax {
         option,
-        diagnostic: Box::new(diagnostic),
+        diagnostic: Box::new(lama_slurm::familiar::explain(diagnostic)),
     }
 }
 

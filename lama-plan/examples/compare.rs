@@ -14,25 +14,6 @@ use lama_plan::network::Network;
 use lama_plan::{guard_layouts, plan, Unit};
 use std::time::Instant;
 
-/// Each rank talks to `degree` ranks drawn at random (volumes 1 to 8), reproducibly.
-fn random_sparse(n: u32, degree: u32, seed: u64) -> CommMatrix {
-    let mut state = seed | 1;
-    let mut next = move || {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    };
-    let mut e = Vec::new();
-    for i in 0..n {
-        for _ in 0..degree {
-            let j = (next() % u64::from(n)) as u32;
-            e.push((i, j, (1 + next() % 8) as f64));
-        }
-    }
-    CommMatrix::from_entries(n, e)
-}
-
 /// 2-D and 3-D grid shapes.
 type Shapes = (&'static [(u32, u32)], &'static [(u32, u32, u32)]);
 
@@ -57,7 +38,10 @@ fn cases(n: u32) -> Vec<(String, CommMatrix)> {
     }
     out.push(("ring".to_string(), patterns::ring(n)));
     out.push(("clustered 8".to_string(), patterns::clustered(n, 8, 42)));
-    out.push(("random, 4 partners".to_string(), random_sparse(n, 4, 7)));
+    out.push((
+        "random, 4 partners".to_string(),
+        patterns::random_sparse(n, 4, 7),
+    ));
     out.push(("all-to-all".to_string(), patterns::all_to_all(n)));
     out
 }

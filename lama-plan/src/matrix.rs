@@ -399,17 +399,35 @@ pub mod patterns {
         CommMatrix::from_entries(n, (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j, 1.0))))
     }
 
-    /// Groups of `group` ranks, scattered over the rank numbers by a fixed permutation, that
-    /// talk a lot inside the group (volume 10) and a little to random others (volume 1).
-    pub fn clustered(n: u32, group: u32, seed: u64) -> CommMatrix {
+    /// A reproducible stream of pseudo-random numbers (xorshift64*: deterministic, good
+    /// enough to scatter ranks).
+    fn numbers(seed: u64) -> impl FnMut() -> u64 {
         let mut state = seed | 1;
-        let mut next = move || {
-            // xorshift64*: deterministic, good enough to scatter ranks.
+        move || {
             state ^= state >> 12;
             state ^= state << 25;
             state ^= state >> 27;
             state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        };
+        }
+    }
+
+    /// Each rank talks to `degree` ranks drawn at random (volumes 1 to 8), reproducibly.
+    pub fn random_sparse(n: u32, degree: u32, seed: u64) -> CommMatrix {
+        let mut next = numbers(seed);
+        let mut e = Vec::new();
+        for i in 0..n {
+            for _ in 0..degree {
+                let j = (next() % u64::from(n)) as u32;
+                e.push((i, j, (1 + next() % 8) as f64));
+            }
+        }
+        CommMatrix::from_entries(n, e)
+    }
+
+    /// Groups of `group` ranks, scattered over the rank numbers by a fixed permutation, that
+    /// talk a lot inside the group (volume 10) and a little to random others (volume 1).
+    pub fn clustered(n: u32, group: u32, seed: u64) -> CommMatrix {
+        let mut next = numbers(seed);
         let mut perm: Vec<u32> = (0..n).collect();
         for i in (1..n as usize).rev() {
             perm.swap(i, (next() % (i as u64 + 1)) as usize);

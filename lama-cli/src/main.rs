@@ -217,7 +217,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Topology { topology, restrict } => {
             let machine = load(&topology)?;
             let machine = match restrict {
-                Some(r) => machine.restrict(&cpulist(&r)?),
+                Some(r) => restricted(machine, &cpulist(&r)?, "--restrict")?,
                 None => machine,
             };
             print_human(&render::topology_text(&machine))
@@ -264,6 +264,27 @@ pub(crate) fn load(spec: &str) -> Result<Machine, Failure> {
     lama_hwloc::load(&Source::from_spec(spec)).map_err(|e| Failure::Usage(e.to_string()))
 }
 
+/// `m` restricted to `cpus`: a CPU the machine does not have is refused (never dropped), and so
+/// is a list that leaves none of its CPUs available; both name the machine's CPUs.
+pub(crate) fn restricted(m: Machine, cpus: &CpuList, option: &str) -> Result<Machine, Failure> {
+    let all = CpuList::from_cpus(m.pus().iter().map(|p| p.os));
+    if let Some(&bad) = cpus.cpus().iter().find(|&&c| m.logical_of(c).is_none()) {
+        return Err(Failure::Usage(format!(
+            "{option} {cpus}: {} has no CPU {bad}; its CPUs are {all}",
+            m.name()
+        )));
+    }
+    let r = m.restrict(cpus);
+    if r.available().is_empty() {
+        return Err(Failure::Usage(format!(
+            "{option} {cpus}: none of these CPUs of {} is available; its available CPUs are {}",
+            m.name(),
+            m.available()
+        )));
+    }
+    Ok(r)
+}
+
 pub(crate) fn cpulist(text: &str) -> Result<CpuList, Failure> {
     CpuList::parse(text).map_err(|e| Failure::Usage(e.to_string()))
 }
@@ -296,7 +317,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     for t in &args.topologies {
         let m = load(t)?;
         machines.push(match &restrict {
-            Some(r) => m.restrict(r),
+            Some(r) => restricted(m, r, "--restrict")?,
             None => m,
         });
     }

@@ -1,7 +1,7 @@
 //! `lama plan`: communication-aware placement with Scotch, guarded by LAMA layouts, written as a
 //! plan for `srun --lama-plan` and a `SLURM_HOSTFILE` for `srun -m arbitrary`.
 
-use crate::{cpulist, hostlist, load, print, Failure, JsonProcess};
+use crate::{cpulist, hostlist, load, print, restricted, Failure, JsonProcess};
 use clap::Args;
 use lama_engine::{render, CpuList, Machine};
 use lama_plan::cost::{Distances, System};
@@ -200,13 +200,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
         );
         for r in restrictions {
             // A CPU the node does not have is a mistake, not a CPU to drop.
-            if let Some(&bad) = r.cpus().iter().find(|&&c| m.logical_of(c).is_none()) {
-                return Err(Failure::Usage(format!(
-                    "--restrict: node {name} has no CPU {bad} (asked for {r}); its CPUs are {}",
-                    CpuList::from_cpus(m.pus().iter().map(|p| p.os))
-                )));
-            }
-            m = m.restrict(r);
+            m = restricted(m, r, &format!("--restrict (node {name})"))?;
         }
         machines.push(m);
     }

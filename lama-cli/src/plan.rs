@@ -385,6 +385,7 @@ fn table(plan: &lama_plan::Plan, names: &[String], machines: &[&Machine]) -> Str
             );
         }
     }
+    s += &format!("\n{}\n", render::LEGEND);
     s
 }
 

@@ -167,8 +167,14 @@ pub fn placement_text(p: &Placement<'_>, notes: &[String]) -> String {
             );
         }
     }
+    let _ = writeln!(out, "\n{}", LEGEND);
     out
 }
+
+/// What a picture's characters mean.
+pub const LEGEND: &str = "picture: [...] one package (socket), / between cores, one character \
+    per hardware thread: B bound, m mapped (no binding), . available, - not available (outside \
+    the job's CPUs)";
 
 /// How the engine sees `machine`: levels in containment order with their widths, and the
 /// available PUs.

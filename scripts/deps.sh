@@ -2,7 +2,7 @@
 # Installs what the project needs on a Debian 12 host (root): build dependencies of the Rust
 # crates, hwloc, mmdebstrap for the cluster's base image and the QEMU test node's guest image,
 # QEMU (software emulation), ssh and zstd for that guest (vmnode/), lintian and cargo-deb for the
-# Debian package, and docker compose v2 (from Debian
+# Debian package, rpm (rpmbuild) for the RPM, and docker compose v2 (from Debian
 # trixie's docker-compose package; bookworm only has compose v1). Idempotent and quiet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 packages=(libhwloc-dev hwloc libclang-dev clang pkg-config libudev-dev libscotch-dev mmdebstrap
     debian-archive-keyring ca-certificates git jq lintian binutils
-    qemu-system-x86 openssh-client zstd xz-utils e2fsprogs)
+    qemu-system-x86 openssh-client zstd xz-utils e2fsprogs rpm cpio)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

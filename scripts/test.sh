@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: unit, golden, property and integration tests of the crates (cargo test),
-# then the whole end-to-end suite (tests, fault tests, configuration matrix) on a docker Slurm
-# cluster of its own for each supported Slurm: 24.11 (Debian trixie), then 26.05 (Debian sid)
+# the Debian packages and the RPMs (tests/rpm.sh), then the whole end-to-end suite (tests,
+# fault tests, configuration matrix) on a docker Slurm cluster of its own for each supported Slurm: 24.11 (Debian trixie), then 26.05 (Debian sid)
 # (tests/e2e/ci.sh: started, tested, daemon logs kept on failure, removed), then the tests on
 # the QEMU test node, a real two-package, four-NUMA-node SMT machine with cgroup v2, with
 # Slurm 24.11 (Debian trixie), then 26.05 (Debian sid) (vmnode/vm.sh test, one guest at a
@@ -30,6 +30,11 @@ for f in 24.11 26.05; do
 done
 
 rc=0
+# The RPM of each supported Slurm, built from the same files and taken apart here (no RHEL
+# system runs on this machine): contents, dependencies, scriptlets.
+log "RPM for Slurm 24.11 and 26.05 (tests/rpm.sh)"
+tests/rpm.sh || rc=1
+
 for f in "${flavours[@]}"; do
     log "end-to-end tests on the docker cluster, Slurm $f"
     t=$SECONDS

@@ -167,6 +167,9 @@ struct MapArgs {
     /// Rank ordering: n (natural) or s (sequential).
     #[arg(long, value_name = "n|s", default_value = "n")]
     order: String,
+    /// Also print each level's width (the positions the layout's round-robin counts).
+    #[arg(long)]
+    explain: bool,
     /// Allow more processes than positions (further passes ignore MPPR limits); srun's
     /// spelling --overcommit is accepted too.
     #[arg(long, visible_alias = "overcommit")]
@@ -467,7 +470,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         let notes: Vec<String> = lama_slurm::distribution::node_assignment(&placement)
             .into_iter()
             .collect();
-        text += &render::placement_text(&placement, &notes);
+        text += &render::placement_text(&placement, &notes, args.explain);
         text += &render::placement_devices_text(&placement);
         if membind != Membind::None {
             text += &format!("\nmemory binding {membind} (NUMA nodes, OS indexes):\n");

@@ -61,9 +61,76 @@ fn logical_list(pus: &[u32]) -> String {
     crate::CpuList::from_cpus(pus.iter().copied()).to_string()
 }
 
-/// The preview's text: the request, the caller's notes (one line each), then per node a table
-/// rank → mapped PU, binding (logical and OS indexes) and picture.
-pub fn placement_text(p: &Placement<'_>, notes: &[String]) -> String {
+/// The summary line: ranks per node and per socket, CPUs no rank is bound to, and the CPUs
+/// bound by more than one rank (never left unsaid).
+pub fn summary_line(p: &Placement<'_>) -> String {
+    let req = p.request();
+    let mut per_node = Vec::new();
+    let mut idle = 0usize;
+    let mut available = 0usize;
+    for (n, m) in p.nodes().iter().enumerate() {
+        let ranks = p.ranks_on(n as u32);
+        let sockets: Vec<String> = m
+            .objects(Level::Socket)
+            .iter()
+            .map(|o| {
+                ranks
+                    .iter()
+                    .filter(|&&r| o.pus.contains(&p.info(r).pu_logical))
+                    .count()
+                    .to_string()
+            })
+            .collect();
+        per_node.push(if sockets.len() > 1 {
+            format!("{} ({} per socket)", ranks.len(), sockets.join("+"))
+        } else {
+            ranks.len().to_string()
+        });
+        let mut bound = vec![false; m.pus().len()];
+        for &r in &ranks {
+            for &q in &p.info(r).bound_logical {
+                bound[q as usize] = true;
+            }
+        }
+        for (q, pu) in m.pus().iter().enumerate() {
+            if pu.available {
+                available += 1;
+                if !bound[q] {
+                    idle += 1;
+                }
+            }
+        }
+    }
+    let shared = if req.bind == Bind::None {
+        "no binding: each rank may run on any available CPU of its node".to_string()
+    } else {
+        let o = p.overlaps();
+        if o.is_empty() {
+            "no CPU is bound by more than one rank".to_string()
+        } else {
+            let list: Vec<String> = o
+                .iter()
+                .map(|x| {
+                    let ranks: Vec<String> = x.ranks.iter().map(u32::to_string).collect();
+                    format!("node {} P#{} (ranks {})", x.node, x.cpus, ranks.join(","))
+                })
+                .collect();
+            format!("CPUs bound by more than one rank: {}", list.join("; "))
+        }
+    };
+    if req.bind == Bind::None {
+        return format!("summary: ranks per node {}; {shared}", per_node.join(", "));
+    }
+    format!(
+        "summary: ranks per node {}; {idle} of {available} available CPUs bound by no rank; {shared}",
+        per_node.join(", ")
+    )
+}
+
+/// The preview's text: the request, a summary, the caller's notes (one line each), then per node
+/// a table rank → mapped PU, binding (logical and OS indexes) and picture. With `explain`, the
+/// width of each level over all nodes too (how many positions the round-robin counts).
+pub fn placement_text(p: &Placement<'_>, notes: &[String], explain: bool) -> String {
     let req = p.request();
     let mut out = String::new();
     let _ = writeln!(
@@ -75,13 +142,24 @@ pub fn placement_text(p: &Placement<'_>, notes: &[String]) -> String {
         req.order,
         req.np,
         if p.passes() > 1 {
-            format!("  (oversubscribed: {} passes)", p.passes())
+            format!(
+                "  (oversubscribed: {} rounds over the available positions)",
+                p.passes()
+            )
         } else {
             String::new()
         }
     );
-    let widths: Vec<String> = p.widths().iter().map(|(l, w)| format!("{l}={w}")).collect();
-    let _ = writeln!(out, "maximal tree widths: {}", widths.join(" "));
+    let _ = writeln!(out, "{}", summary_line(p));
+    if explain {
+        let widths: Vec<String> = p.widths().iter().map(|(l, w)| format!("{l}={w}")).collect();
+        let _ = writeln!(
+            out,
+            "level widths (the most objects of each level under one parent, over all nodes: the \
+             positions the layout counts): {}",
+            widths.join(" ")
+        );
+    }
     for note in notes {
         let _ = writeln!(out, "{note}");
     }
@@ -90,7 +168,7 @@ pub fn placement_text(p: &Placement<'_>, notes: &[String]) -> String {
         let containment: Vec<&str> = p.containment(n).iter().map(|l| l.token()).collect();
         let _ = writeln!(
             out,
-            "\nnode {n}: {} ({} PUs, {} available; nesting {})",
+            "\nnode {n}: {} ({} PUs, {} available; levels outermost first: {})",
             m.name(),
             m.pus().len(),
             m.available().len(),

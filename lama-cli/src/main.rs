@@ -38,6 +38,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Place processes and show where each one goes.
+    #[command(after_long_help = manual::LANGUAGE)]
     Map(Box<MapArgs>),
     /// Communication-aware placement: map a communication matrix onto the nodes and their
     /// network with Scotch, guarded by LAMA layouts; write a plan for `srun --lama-plan`.
@@ -134,11 +135,11 @@ struct MapArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     np: u32,
     /// Mapping layout (e.g. scbnh) or alias (hwthread core l1cache l2cache l3cache numa socket node).
-    #[arg(long, short = 'm', value_name = "LAYOUT")]
+    #[arg(long, short = 'm', value_name = "LAYOUT", value_hint = clap::ValueHint::Other)]
     map: String,
     /// Binding width (e.g. 1c, 2L2, 1s) or alias, or none. [default: 1c, or with
     /// --cpus-per-task N the narrowest binding of N CPUs, as the plugin does]
-    #[arg(long, short = 'b', value_name = "WIDTH")]
+    #[arg(long, short = 'b', value_name = "WIDTH", value_hint = clap::ValueHint::Other)]
     bind: Option<String>,
     /// CPUs per process, as Slurm's -c/--cpus-per-task: without --bind, each process is bound
     /// to at least N CPUs, kept inside the smallest enclosing object where possible.
@@ -162,7 +163,7 @@ struct MapArgs {
     #[arg(long, value_name = "HOSTLIST")]
     node_names: Option<String>,
     /// Maximum processes per resource, e.g. 1:c,4:s (first pass only). Default: no limit.
-    #[arg(long, value_name = "LIMITS")]
+    #[arg(long, value_name = "LIMITS", value_hint = clap::ValueHint::Other)]
     mppr: Option<String>,
     /// Rank ordering: n (natural) or s (sequential).
     #[arg(long, value_name = "n|s", default_value = "n")]
@@ -236,7 +237,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Completions { shell } => {
             let mut out = Vec::new();
-            clap_complete::generate(shell, &mut command(false), "lama", &mut out);
+            // Hidden subcommands (manpage, for packaging) are not offered.
+            let full = command(false);
+            let mut shown = clap::Command::new("lama")
+                .about(full.get_about().cloned().unwrap_or_default())
+                .args(full.get_arguments().cloned());
+            for sub in full.get_subcommands().filter(|s| !s.is_hide_set()) {
+                shown = shown.subcommand(sub.clone());
+            }
+            clap_complete::generate(shell, &mut shown, "lama", &mut out);
             print(&String::from_utf8_lossy(&out))
         }
         Command::Manpage => print(&manual::man_page(

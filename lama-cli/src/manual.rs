@@ -26,6 +26,35 @@ of the CPUs it is bound to; with --membind, \"mems\": the OS indexes of its NUMA
 lama plan --json prints {\"processes\":[...],\"cost\":{\"winner\":NAME,\"plan\":COST,\
 \"candidates\":{NAME:COST or null,...}}}. Fields are only ever added.";
 
+/// The layout language, with a worked example and the spellings of Slurm and Open MPI (in
+/// `lama map --help` and lama(1)).
+pub const LANGUAGE: &str = "\
+The layout (--map) is a string of level tokens, innermost (fastest-varying) first:
+  n node  b board  s socket (package)  D die  N NUMA node  L3 L2 L1 caches  c core  h hardware thread
+Ranks are dealt round-robin over the leftmost level; each time it wraps, the next level
+advances. n and h are added at the end when missing. Aliases: core = csbnh, socket = scbnh,
+numa = Nscbnh, node = nscbh, hwthread = hcsbn, l3cache = L3csbnh.
+
+Worked example: 2 nodes of 2 sockets x 2 cores (\"pack:2 core:2 pu:1\": cores P#0-1 in socket
+0, P#2-3 in socket 1), 4 ranks, one core each:
+  csbnh  cores first:   rank 0 node0 P#0, 1 node0 P#1, 2 node0 P#2, 3 node0 P#3   (fill a node in order)
+  scbnh  sockets first: rank 0 node0 P#0, 1 node0 P#2, 2 node0 P#1, 3 node0 P#3   (alternate sockets)
+  nscbh  nodes first:   rank 0 node0 P#0, 1 node1 P#0, 2 node0 P#2, 3 node1 P#2   (alternate nodes, then sockets)
+
+The binding (--bind) is <count><token>: 1c one core, 2c two cores, 1s the socket, 1N the NUMA
+node, 1h one hardware thread, none. The MPPR (--mppr, maximum processes per resource) is a list
+of count:token limits: 1:c,2:s allows at most one rank per core and two per socket; positions
+over a limit are skipped.
+
+Coming from Slurm or Open MPI:
+  srun -m block:block --cpu-bind=cores        --map csbnh --bind 1c
+  srun -m block:cyclic --cpu-bind=cores       --map scbnh --bind 1c
+  srun -m cyclic:cyclic --cpu-bind=sockets    --map nscbh --bind 1s
+  mpirun --map-by core --bind-to core         --map csbnh --bind 1c
+  mpirun --map-by package --bind-to package   --map scbnh --bind 1s
+  mpirun --map-by numa --bind-to numa         --map Nscbnh --bind 1N
+  mpirun --map-by ppr:2:package               --map scbnh --mppr 2:s";
+
 /// Examples (also in `lama --help`).
 pub const EXAMPLES: &str = "\
 lama map --topology \"pack:2 core:4 pu:2\" --nodes 2 --np 24 --map scbnh --bind none
@@ -105,10 +134,30 @@ pub fn man_page(cmd: &clap::Command, version: &str) -> String {
     let mut synopsis = String::from("lama [--color auto|always|never] COMMAND [OPTIONS]\n");
     synopsis += "lama --version | --help\n";
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        synopsis += &format!("lama {} [OPTIONS]", sub.get_name());
+        synopsis += &format!("lama {}", sub.get_name());
+        for arg in sub
+            .get_arguments()
+            .filter(|a| a.is_required_set() && !a.is_positional())
+        {
+            let flag = arg
+                .get_short()
+                .map(|c| format!("-{c}"))
+                .or_else(|| arg.get_long().map(|l| format!("--{l}")))
+                .unwrap_or_default();
+            let value = arg
+                .get_value_names()
+                .and_then(|v| v.first().map(|n| n.to_string()))
+                .unwrap_or_default();
+            synopsis += &format!(" {flag} {value}");
+        }
+        synopsis += " [OPTIONS]";
         for arg in sub.get_positionals() {
             let (tag, _) = arg_tag(arg);
-            synopsis += &format!(" [{tag}]");
+            synopsis += &if arg.is_required_set() {
+                format!(" {tag}")
+            } else {
+                format!(" [{tag}]")
+            };
         }
         synopsis.push('\n');
     }
@@ -138,6 +187,7 @@ pub fn man_page(cmd: &clap::Command, version: &str) -> String {
         }
         options(&mut p, sub);
     }
+    p.section("the layout language").literal(LANGUAGE);
     p.section("exit status");
     for (code, meaning) in EXIT_STATUS {
         p.item(code, None, meaning);

@@ -48,21 +48,60 @@ pub fn like(p: &Placement<'_>) -> String {
     }
 }
 
-/// `lama map`'s line on how Slurm would assign the ranks to nodes (several nodes only).
+/// How srun -N NODES -n TASKS spreads the tasks over nodes that can each hold them: as evenly
+/// as possible, the first nodes one more (Slurm's task counts for a homogeneous allocation).
+pub fn even_split(nodes: usize, tasks: u32) -> Vec<u32> {
+    let n = nodes.max(1) as u32;
+    (0..n)
+        .map(|k| tasks / n + u32::from(k < tasks % n))
+        .collect()
+}
+
+/// `lama map`'s line on how Slurm would assign the ranks to nodes (several nodes only), naming
+/// a command that gives it: `srun -N -n -m D` when srun's own task counts are the placement's,
+/// else `-m arbitrary` with a `SLURM_HOSTFILE`.
 pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
-    if p.nodes().len() <= 1 {
+    let nodes = p.nodes().len();
+    if nodes <= 1 {
         return None;
     }
-    let counts: Vec<String> = p.tasks_per_node().iter().map(u32::to_string).collect();
+    let counts = p.tasks_per_node();
+    let list = |c: &[u32]| c.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let np: u32 = counts.iter().sum();
+    let srun = even_split(nodes, np);
+    let hostfile = "run it with -m arbitrary and a SLURM_HOSTFILE (lama map --hostfile FILE \
+                    --node-names LIST writes one)";
+    // srun's even split holds for nodes alike; on nodes of different sizes srun decides the
+    // counts from each node's CPUs.
+    let alike = p.nodes().iter().all(|m| {
+        m.pus().len() == p.nodes()[0].pus().len()
+            && m.available().len() == p.nodes()[0].available().len()
+    });
     Some(match exact(p) {
+        Some(d) if !alike => format!(
+            "node assignment: -m {d} order with tasks per node {} (on nodes of different sizes \
+             srun chooses the counts from each node's CPUs: if it gives these, srun -N{nodes} \
+             -n{np} -m {d} places them like this; otherwise {hostfile})",
+            list(&counts)
+        ),
+        Some(d) if counts == srun => format!(
+            "node assignment: what srun -N{nodes} -n{np} -m {d} does (tasks per node {})",
+            list(&counts)
+        ),
         Some(d) => format!(
-            "node assignment: the same as Slurm's -m {d} with tasks per node {}",
-            counts.join(",")
+            "node assignment: tasks per node {} in -m {d} order, but srun -N{nodes} -n{np} \
+             gives each node {} tasks ({}); {hostfile}",
+            list(&counts),
+            if srun.iter().all(|&c| c == srun[0]) {
+                srun[0].to_string()
+            } else {
+                "about the same number of".to_string()
+            },
+            list(&srun)
         ),
         None => format!(
-            "node assignment: no Slurm -m gives it (tasks per node {}); use -m arbitrary with a \
-             SLURM_HOSTFILE (lama map --hostfile FILE --node-names LIST)",
-            counts.join(",")
+            "node assignment: no srun -m gives it (tasks per node {}); {hostfile}",
+            list(&counts)
         ),
     })
 }
@@ -189,6 +228,37 @@ mod tests {
         // Second pass: node 0 again, then node 1: [0,1,0,0,0,1] is no plane of counts 4,2.
         assert_eq!(nodes, [0, 1, 0, 0, 0, 1]);
         assert_eq!(exact(&p), None);
+    }
+
+    #[test]
+    fn the_node_assignment_names_a_command_that_gives_it() {
+        assert_eq!(even_split(3, 6), [2, 2, 2]);
+        assert_eq!(even_split(3, 5), [2, 2, 1]);
+        let m = synth("pack:2 core:2 pu:1");
+        let line = |layout: &str, np: u32| {
+            node_assignment(&place(&[&m, &m, &m], &request(layout, "1c", np)).unwrap()).unwrap()
+        };
+        // 6 ranks with the node outermost fill node 0 (4) then node 1 (2): srun -N3 -n6 would
+        // give 2 per node, so only -m arbitrary reproduces it.
+        let uneven = line("scbnh", 6);
+        assert!(uneven.contains("tasks per node 4,2,0"), "{uneven}");
+        assert!(
+            uneven.contains("srun -N3 -n6 gives each node 2 tasks"),
+            "{uneven}"
+        );
+        assert!(uneven.contains("-m arbitrary"), "{uneven}");
+        assert_eq!(
+            line("nscbh", 6),
+            "node assignment: what srun -N3 -n6 -m cyclic does (tasks per node 2,2,2)"
+        );
+        assert_eq!(
+            line("scbnh", 12),
+            "node assignment: what srun -N3 -n12 -m block does (tasks per node 4,4,4)"
+        );
+        assert_eq!(
+            node_assignment(&place(&[&m], &request("scbnh", "1c", 2)).unwrap()),
+            None
+        );
     }
 
     #[test]

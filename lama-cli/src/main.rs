@@ -461,7 +461,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         if let Some(note) = &fallback {
             eprintln!("lama: {note}");
         }
-        print(&json(&placement, membind))
+        print(&json(&placement, membind, names.as_deref()))
     } else {
         let mut text = String::new();
         if let Some((alias, expansion)) = MAP_ALIASES.iter().find(|(a, _)| *a == args.map) {
@@ -479,7 +479,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         let notes: Vec<String> = lama_slurm::distribution::node_assignment(&placement)
             .into_iter()
             .collect();
-        text += &render::placement_text(&placement, &notes, args.explain);
+        text += &render::placement_text(&placement, &notes, args.explain, names.as_deref());
         text += &render::placement_devices_text(&placement);
         if membind != Membind::None {
             text += &format!("\nmemory binding {membind} (NUMA nodes, OS indexes):\n");
@@ -526,9 +526,32 @@ pub(crate) struct JsonProcess {
 #[derive(serde::Serialize)]
 struct JsonPlacement {
     processes: Vec<JsonProcess>,
+    /// The request as placed (the binding is the one used, after -c widening).
+    request: JsonRequest,
+    /// Each node: its index, its name (--node-names, else the topology's), its PUs.
+    nodes: Vec<JsonNode>,
     /// The nodes' GPUs and NICs, when their topologies have any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     devices: Vec<JsonDevice>,
+}
+
+#[derive(serde::Serialize)]
+struct JsonRequest {
+    layout: String,
+    bind: String,
+    mppr: String,
+    order: String,
+    np: u32,
+    membind: String,
+}
+
+#[derive(serde::Serialize)]
+struct JsonNode {
+    index: u32,
+    name: String,
+    topology: String,
+    pus: usize,
+    available: Vec<u32>,
 }
 
 /// A device of a node, with the ranks bound inside its locality.
@@ -547,7 +570,7 @@ struct JsonDevice {
     ranks: Vec<u32>,
 }
 
-fn json(p: &Placement<'_>, membind: Membind) -> String {
+fn json(p: &Placement<'_>, membind: Membind, names: Option<&[String]>) -> String {
     let processes = (0..p.len())
         .map(|r| {
             let info = p.info(r);
@@ -584,8 +607,36 @@ fn json(p: &Placement<'_>, membind: Membind) -> String {
             })
         })
         .collect();
-    let mut s = serde_json::to_string(&JsonPlacement { processes, devices })
-        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    let req = p.request();
+    let request = JsonRequest {
+        layout: req.layout.to_string(),
+        bind: req.bind.to_string(),
+        mppr: req.mppr.to_string(),
+        order: req.order.to_string(),
+        np: req.np,
+        membind: membind.to_string(),
+    };
+    let nodes = p
+        .nodes()
+        .iter()
+        .enumerate()
+        .map(|(n, m)| JsonNode {
+            index: n as u32,
+            name: names
+                .and_then(|v| v.get(n).cloned())
+                .unwrap_or_else(|| m.name().to_string()),
+            topology: m.name().to_string(),
+            pus: m.pus().len(),
+            available: m.available().cpus().to_vec(),
+        })
+        .collect();
+    let mut s = serde_json::to_string(&JsonPlacement {
+        processes,
+        request,
+        nodes,
+        devices,
+    })
+    .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
     s.push('\n');
     s
 }

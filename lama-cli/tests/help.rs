@@ -55,8 +55,13 @@ fn n_and_h_are_optional_as_documented() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        "{\"processes\":[{\"rank\":0,\"node\":0,\"pu\":0,\"cpus\":[0]},{\"rank\":1,\"node\":0,\"pu\":1,\"cpus\":[1]}]}\n"
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(
+            "{\"processes\":[{\"rank\":0,\"node\":0,\"pu\":0,\"cpus\":[0]},{\"rank\":1,\"node\":0,\"pu\":1,\"cpus\":[1]}],"
+        ),
+        "{text}"
     );
+    // The layout as placed: c with n and h appended.
+    assert!(text.contains("\"layout\":\"cnh\""), "{text}");
 }

@@ -130,7 +130,12 @@ pub fn summary_line(p: &Placement<'_>) -> String {
 /// The preview's text: the request, a summary, the caller's notes (one line each), then per node
 /// a table rank → mapped PU, binding (logical and OS indexes) and picture. With `explain`, the
 /// width of each level over all nodes too (how many positions the round-robin counts).
-pub fn placement_text(p: &Placement<'_>, notes: &[String], explain: bool) -> String {
+pub fn placement_text(
+    p: &Placement<'_>,
+    notes: &[String],
+    explain: bool,
+    names: Option<&[String]>,
+) -> String {
     let req = p.request();
     let mut out = String::new();
     let _ = writeln!(
@@ -169,7 +174,10 @@ pub fn placement_text(p: &Placement<'_>, notes: &[String], explain: bool) -> Str
         let _ = writeln!(
             out,
             "\nnode {n}: {} ({} PUs, {} available; levels outermost first: {})",
-            m.name(),
+            names.and_then(|v| v.get(n)).map_or_else(
+                || m.name().to_string(),
+                |name| format!("{name}, {}", m.name())
+            ),
             m.pus().len(),
             m.available().len(),
             if containment.is_empty() {

@@ -36,7 +36,7 @@ fn hostfile_lists_each_ranks_node() {
         "n1\nn2\nn1\nn1\nn1\nn2\n"
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("no Slurm -m gives it"), "{text}");
+    assert!(text.contains("no srun -m gives it"), "{text}");
     assert!(
         text.contains("srun -m arbitrary -n6 on nodes n1,n2"),
         "{text}"

@@ -190,13 +190,32 @@ pub fn placement_text(
             let _ = writeln!(out, "  no process   {}", picture(m, &[]));
             continue;
         }
-        let rows: Vec<[String; 5]> = ranks
+        // Where the mapped PU is: its socket, NUMA node and core (logical indexes).
+        let coordinates = |pu: u32| -> String {
+            let at = |level: Level, tag: &str| {
+                m.objects(level)
+                    .iter()
+                    .position(|o| o.pus.contains(&pu))
+                    .map(|i| format!("{tag}{i}"))
+            };
+            [
+                at(Level::Socket, "s"),
+                at(Level::Numa, "N"),
+                at(Level::Core, "c"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" ")
+        };
+        let rows: Vec<[String; 6]> = ranks
             .iter()
             .map(|&r| {
                 let info = p.info(r);
                 [
                     r.to_string(),
                     format!("L#{} P#{}", info.pu_logical, info.pu_os),
+                    coordinates(info.pu_logical),
                     if req.bind == Bind::None {
                         "-".to_string()
                     } else {
@@ -218,6 +237,7 @@ pub fn placement_text(
         let headers = [
             "rank",
             "mapped PU",
+            "socket NUMA core",
             "bound (logical)",
             "bound (OS)",
             "picture",
@@ -228,18 +248,20 @@ pub fn placement_text(
                 w[i] = w[i].max(cell.len());
             }
         }
-        let line = |cells: [&str; 5]| -> String {
+        let line = |cells: [&str; 6]| -> String {
             format!(
-                "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+                "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}",
                 cells[0],
                 cells[1],
                 cells[2],
                 cells[3],
                 cells[4],
+                cells[5],
                 w0 = w[0],
                 w1 = w[1],
                 w2 = w[2],
-                w3 = w[3]
+                w3 = w[3],
+                w4 = w[4]
             )
             .trim_end()
             .to_string()
@@ -249,7 +271,7 @@ pub fn placement_text(
             let _ = writeln!(
                 out,
                 "{}",
-                line([&row[0], &row[1], &row[2], &row[3], &row[4]])
+                line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]])
             );
         }
     }

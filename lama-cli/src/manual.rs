@@ -64,7 +64,7 @@ pub const EXAMPLES: &str = "\
 lama map --topology \"pack:2 core:4 pu:2\" --nodes 2 --np 24 --map scbnh --bind none
 lama map --topology node.xml --np 8 --map socket --bind 1c --json
 lama map --topology node.xml --np 4 --cpus-per-task 4 --map scbnh --membind local
-lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml --nodes node[1-4] --out job
+lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml --node-names node[1-4] --out job
 lama topology host
 lama export /etc/slurm/topology/$(hostname -s).xml
 lama completions bash > /usr/share/bash-completion/completions/lama";

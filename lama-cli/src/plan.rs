@@ -19,7 +19,7 @@ const MAX_INPUT_BYTES: u64 = 256 << 20;
 #[derive(Args, Debug)]
 #[command(
     after_help = "Example:\n  lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml \\\n            \
-                        --nodes node[1-4] --network /etc/slurm/topology.conf --out plan\n  \
+                        --node-names node[1-4] --network /etc/slurm/topology.conf --out plan\n  \
                         SLURM_HOSTFILE=plan.hosts srun -m arbitrary -n96 --lama-plan=plan.lama ./app"
 )]
 pub(crate) struct PlanArgs {
@@ -39,11 +39,12 @@ pub(crate) struct PlanArgs {
     #[arg(long, short = 'n', value_name = "NP")]
     np: u32,
     /// The nodes' topologies: an hwloc XML file, a synthetic description or `host`; `%n` is
-    /// replaced by each node's name. One for all nodes, or one per node in --nodes order.
+    /// replaced by each node's name. One for all nodes, or one per node in --node-names order.
     #[arg(long = "topology", short = 't', value_name = "T", required = true)]
     topologies: Vec<String>,
-    /// The nodes, as a Slurm hostlist (node[1-4], or "$SLURM_JOB_NODELIST" in a job).
-    #[arg(long, value_name = "HOSTLIST")]
+    /// The nodes' names, as a Slurm hostlist (node[1-4], or "$SLURM_JOB_NODELIST" in a job);
+    /// the same option as lama map's --node-names (--nodes is accepted too).
+    #[arg(long = "node-names", visible_alias = "nodes", value_name = "HOSTLIST")]
     nodes: String,
     /// The CPUs the job has (OS indexes): CPULIST for every node, or NODE=CPULIST per node
     /// (repeat it), as a partial allocation's cpusets.
@@ -127,7 +128,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     let mut seen = std::collections::HashSet::new();
     if let Some(dup) = names.iter().find(|n| !seen.insert(n.as_str())) {
         return Err(Failure::Usage(format!(
-            "--nodes names {dup} twice: each node once (two entries would give two ranks the \
+            "--node-names names {dup} twice: each node once (two entries would give two ranks the \
              same CPU)"
         )));
     }
@@ -166,7 +167,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
             Some((node, list)) => {
                 if !names.iter().any(|n| n == node) {
                     return Err(Failure::Usage(format!(
-                        "--restrict {r}: {node} is not in --nodes"
+                        "--restrict {r}: {node} is not in --node-names"
                     )));
                 }
                 per_node.push((node.to_string(), cpulist(list)?));

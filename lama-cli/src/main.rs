@@ -171,6 +171,12 @@ struct MapArgs {
     /// Also print each level's width (the positions the layout's round-robin counts).
     #[arg(long)]
     explain: bool,
+    /// Print the request and the summary only, no table (for large previews).
+    #[arg(long, conflicts_with = "json")]
+    summary: bool,
+    /// Print only this node's table (0 is the first node).
+    #[arg(long, value_name = "INDEX", conflicts_with = "json")]
+    node: Option<u32>,
     /// Allow more processes than positions (further passes ignore MPPR limits); srun's
     /// spelling --overcommit is accepted too.
     #[arg(long, visible_alias = "overcommit")]
@@ -479,8 +485,19 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         let notes: Vec<String> = lama_slurm::distribution::node_assignment(&placement)
             .into_iter()
             .collect();
-        text += &render::placement_text(&placement, &notes, args.explain, names.as_deref());
-        text += &render::placement_devices_text(&placement);
+        text += &render::placement_text(
+            &placement,
+            &notes,
+            render::TextOptions {
+                explain: args.explain,
+                names: names.as_deref(),
+                summary_only: args.summary,
+                node: args.node,
+            },
+        );
+        if !args.summary {
+            text += &render::placement_devices_text(&placement, args.node);
+        }
         if membind != Membind::None {
             text += &format!("\nmemory binding {membind} (NUMA nodes, OS indexes):\n");
             for r in 0..placement.len() {

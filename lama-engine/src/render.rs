@@ -61,6 +61,25 @@ fn logical_list(pus: &[u32]) -> String {
     crate::CpuList::from_cpus(pus.iter().copied()).to_string()
 }
 
+/// A list with runs of equal items written once with their count: `4 x3, 2`.
+pub fn runs(items: &[String]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < items.len() {
+        let mut j = i + 1;
+        while j < items.len() && items[j] == items[i] {
+            j += 1;
+        }
+        out.push(if j - i > 1 {
+            format!("{} x{}", items[i], j - i)
+        } else {
+            items[i].clone()
+        });
+        i = j;
+    }
+    out.join(", ")
+}
+
 /// The summary line: ranks per node and per socket, CPUs no rank is bound to, and the CPUs
 /// bound by more than one rank (never left unsaid).
 pub fn summary_line(p: &Placement<'_>) -> String {
@@ -119,23 +138,38 @@ pub fn summary_line(p: &Placement<'_>) -> String {
         }
     };
     if req.bind == Bind::None {
-        return format!("summary: ranks per node {}; {shared}", per_node.join(", "));
+        return format!("summary: ranks per node {}; {shared}", runs(&per_node));
     }
     format!(
         "summary: ranks per node {}; {idle} of {available} available CPUs bound by no rank; {shared}",
-        per_node.join(", ")
+        runs(&per_node)
     )
 }
 
+/// What the preview's text shows besides the request and the summary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextOptions<'a> {
+    /// The level widths.
+    pub explain: bool,
+    /// The nodes' names, in order.
+    pub names: Option<&'a [String]>,
+    /// No table: the request, the summary and the notes only.
+    pub summary_only: bool,
+    /// Only this node's table.
+    pub node: Option<u32>,
+}
+
 /// The preview's text: the request, a summary, the caller's notes (one line each), then per node
-/// a table rank → mapped PU, binding (logical and OS indexes) and picture. With `explain`, the
-/// width of each level over all nodes too (how many positions the round-robin counts).
-pub fn placement_text(
-    p: &Placement<'_>,
-    notes: &[String],
-    explain: bool,
-    names: Option<&[String]>,
-) -> String {
+/// a table rank → mapped PU, its socket, NUMA node and core, binding (logical and OS indexes) and
+/// picture, and the picture's legend. With `explain`, the width of each level over all nodes
+/// too (how many positions the round-robin counts).
+pub fn placement_text(p: &Placement<'_>, notes: &[String], opts: TextOptions<'_>) -> String {
+    let TextOptions {
+        explain,
+        names,
+        summary_only,
+        node: only,
+    } = opts;
     let req = p.request();
     let mut out = String::new();
     let _ = writeln!(
@@ -168,7 +202,13 @@ pub fn placement_text(
     for note in notes {
         let _ = writeln!(out, "{note}");
     }
+    if summary_only {
+        return out;
+    }
     for (n, m) in p.nodes().iter().enumerate() {
+        if only.is_some_and(|k| k as usize != n) {
+            continue;
+        }
         let ranks = p.ranks_on(n as u32);
         let containment: Vec<&str> = p.containment(n).iter().map(|l| l.token()).collect();
         let _ = writeln!(
@@ -426,11 +466,12 @@ fn device_lines(m: &Machine, ranks: &dyn Fn(&Device) -> Vec<u32>) -> String {
     out
 }
 
-/// Per node with devices, its devices and the ranks bound inside each one's locality.
-pub fn placement_devices_text(p: &Placement<'_>) -> String {
+/// Per node with devices (only node `only` when given), its devices and the ranks bound inside
+/// each one's locality.
+pub fn placement_devices_text(p: &Placement<'_>, only: Option<u32>) -> String {
     let mut out = String::new();
     for (n, m) in p.nodes().iter().enumerate() {
-        if m.devices().is_empty() {
+        if m.devices().is_empty() || only.is_some_and(|k| k as usize != n) {
             continue;
         }
         let _ = write!(out, "\nnode {n} ({}): ", m.name());

@@ -66,7 +66,13 @@ pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
         return None;
     }
     let counts = p.tasks_per_node();
-    let list = |c: &[u32]| c.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let list = |c: &[u32]| {
+        if c.len() > 8 {
+            lama_engine::render::runs(&c.iter().map(u32::to_string).collect::<Vec<_>>())
+        } else {
+            c.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        }
+    };
     let np: u32 = counts.iter().sum();
     let srun = even_split(nodes, np);
     let hostfile = "run it with -m arbitrary and a SLURM_HOSTFILE (lama map --hostfile FILE \

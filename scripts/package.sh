@@ -35,7 +35,8 @@ deb=target/debian/slurm-$flavour/spank-lama_${deb_version}_amd64.deb
 # takes from the repository, this script, the commit (its changelog names it), the options.
 inputs=$( {
     sha256sum "$target/release/libspank_lama.so" "$target/release/examples/manpage" \
-        "$top/target/release/lama" plugstack.conf.example packaging/* spank-lama/Cargo.toml \
+        "$top/target/release/lama" plugstack.conf.example packaging/*.in packaging/post* \
+        packaging/copyright spank-lama/Cargo.toml \
         README.md scripts/package.sh
     git rev-parse HEAD 2>/dev/null || true
     echo "$flavour ${LAMA_DEB_FAST:-}"

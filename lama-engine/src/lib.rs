@@ -32,6 +32,7 @@
 pub mod cpulist;
 pub mod device;
 pub mod diag;
+pub mod gpu;
 pub mod hybrid;
 pub mod level;
 pub mod place;
@@ -45,6 +46,10 @@ mod place_tests;
 pub use cpulist::{CpuList, CpuListError};
 pub use device::{vendor_name, Device, DeviceKind, DeviceSpec};
 pub use diag::{Diagnostic, Subject, MAX_INPUT_LEN};
+pub use gpu::{
+    gpu_name, is_fabric, is_gpu_bind, parse_gpu_layout, place_by_gpu, split_gpu_mppr, GpuError,
+    GpuPlacement, GpuRequest, GpuTask,
+};
 pub use hybrid::{
     binding_for_cpus, cpus_covered, exact_binding, numa_nodes, threads_per_core, CpuUnit,
 };

@@ -85,6 +85,7 @@ fn lex_levels(
                         'B' => " (boards are 'b')",
                         'd' => " (dies are 'D')",
                         'l' => " (caches are 'L1', 'L2', 'L3')",
+                        'g' => " ('g', the GPU, may only lead a layout: gcsbnh)",
                         _ => "",
                     };
                     format!("unknown token '{c}'{hint}; tokens are case-sensitive")

@@ -1,0 +1,760 @@
+//! Placement by GPU (the `g` level, docs/devices.md): tasks go round-robin over the GPUs a
+//! node offers, and each task's CPUs are chosen among the CPUs near its GPU.
+//!
+//! The language, in LAMA's spirit:
+//!
+//! - **`g` leads a layout** (`gcsbnh`; alias `gpu`): `g` varies fastest, so consecutive tasks
+//!   get consecutive GPUs, then the rest of the layout (`csbnh`) places the tasks of each GPU
+//!   on the CPUs near it. GPUs are visited in the order of the CPUs near them (then PCI bus
+//!   order), so ranks follow the CPUs even where GPU numbers do not.
+//! - **`1g` binds** a task to all the CPUs near its GPU (alias `gpu`); any other width binds
+//!   as usual but must fit inside those CPUs.
+//! - **`k:g` in the MPPR list** allows at most `k` tasks per GPU; without it tasks share GPUs
+//!   round-robin when there are more tasks than GPUs.
+//! - **GPUs per task** (`k`, the resource manager's `--gpus-per-task`): each task gets `k`
+//!   GPUs that follow one another in that order; the CPUs near any of them are its CPUs.
+//!
+//! "Near" is a device's locality ([`Device::pus`]) clipped to the CPUs the caller may use.
+//! Tasks of GPUs with the same CPUs near them are placed together, so two tasks of two GPUs
+//! near one socket do not share a core. Localities that overlap without being equal (one GPU
+//! near a NUMA node, another near the package holding it) are refused: no rule places both
+//! without one task's CPUs spilling into the other's.
+//!
+//! Each task is also given the network card nearest its first GPU: among the fabric NICs (or,
+//! when the node has none, all NICs) those whose locality holds the GPU's, the closest one;
+//! several equally close cards are shared out in turn (dual-rail nodes).
+
+use crate::diag::{Diagnostic, Subject};
+use crate::place::{place, PlaceError, Request};
+use crate::spec::{Bind, Layout, Mppr, Order};
+use crate::{CpuList, Device, DeviceKind, Level, Machine};
+use std::fmt;
+
+/// A request to place by GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuRequest {
+    /// The layout after `g`, which places each GPU's tasks on the CPUs near it.
+    pub layout: Layout,
+    /// `None` for `1g` (all the CPUs near the task's GPUs), else the binding width.
+    pub bind: Option<Bind>,
+    /// The CPU limits of the MPPR list (without `k:g`).
+    pub mppr: Mppr,
+    /// `k:g`: at most this many tasks per GPU.
+    pub per_gpu: Option<u32>,
+    /// GPUs given to each task (1 or more).
+    pub gpus_per_task: u32,
+    /// How ranks are numbered within each group of GPUs.
+    pub order: Order,
+    /// Whether tasks may share CPUs when a group's CPUs are too few.
+    pub oversubscribe: bool,
+}
+
+/// The layout of a `g` request: `Some` when `input` is `gpu` or starts with `g`.
+pub fn parse_gpu_layout(input: &str) -> Option<Result<Layout, Diagnostic>> {
+    let rest = if input == "gpu" {
+        "csbnh"
+    } else {
+        input.strip_prefix('g')?
+    };
+    if rest.is_empty() {
+        return Some(Ok(Layout::from_levels([Level::Core, Level::Socket])));
+    }
+    Some(Layout::parse(rest).map_err(|mut d| {
+        // The carets point into the whole input, 'g' included.
+        d.input = input.to_string();
+        if let Some((at, len)) = d.span {
+            d.span = Some((at + usize::from(input != "gpu"), len));
+        }
+        d
+    }))
+}
+
+/// Whether a binding is `1g` (or `g`, `gpu`): all the CPUs near the task's GPUs.
+pub fn is_gpu_bind(input: &str) -> bool {
+    matches!(input, "1g" | "g" | "gpu")
+}
+
+/// Takes `k:g` out of an MPPR list: the per-GPU limit and the rest (`None` when nothing is
+/// left). A limit on `g` that is not a positive count is an error with a caret.
+pub fn split_gpu_mppr(input: &str) -> Result<(Option<u32>, Option<String>), Diagnostic> {
+    let mut cap = None;
+    let mut rest: Vec<&str> = Vec::new();
+    let mut offset = 0;
+    for item in input.split(',') {
+        if let Some(count) = item.strip_suffix(":g") {
+            let n = count
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0 && count.bytes().all(|b| b.is_ascii_digit()));
+            let Some(n) = n else {
+                return Err(Diagnostic::new(
+                    Subject::Mppr,
+                    input,
+                    Some((offset, count.len().max(1))),
+                    format!("'{count}' is not a task count of 1 or more"),
+                ));
+            };
+            if cap.replace(n).is_some() {
+                return Err(Diagnostic::new(
+                    Subject::Mppr,
+                    input,
+                    Some((offset, item.len())),
+                    "'g' is limited twice",
+                ));
+            }
+        } else {
+            rest.push(item);
+        }
+        offset += item.len() + 1;
+    }
+    Ok((cap, (!rest.is_empty()).then(|| rest.join(","))))
+}
+
+/// Why tasks cannot be placed by GPU.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GpuError {
+    /// No GPU to place on.
+    #[error("a 'g' layout places tasks by GPU, and {0}")]
+    NoGpu(String),
+    /// More GPUs per task than there are.
+    #[error("each task asks for {per_task} GPUs, and only {have} are here ({gpus})")]
+    TooFewGpus {
+        /// GPUs per task.
+        per_task: u32,
+        /// GPUs here.
+        have: usize,
+        /// Their names.
+        gpus: String,
+    },
+    /// More tasks than `k:g` allows.
+    #[error(
+        "{tasks} tasks with at most {per_gpu} per GPU need {need} GPU(s) of {per_task} GPU(s) \
+         each, and {have} are here ({gpus}); ask for fewer tasks, more GPUs, or a looser k:g"
+    )]
+    TooManyTasks {
+        /// Tasks.
+        tasks: u32,
+        /// The limit.
+        per_gpu: u32,
+        /// GPUs per task.
+        per_task: u32,
+        /// Groups needed.
+        need: u32,
+        /// Groups here.
+        have: u32,
+        /// Their names.
+        gpus: String,
+    },
+    /// Two GPUs' CPUs overlap without being the same.
+    #[error(
+        "the CPUs near {a} ({a_cpus}) and near {b} ({b_cpus}) overlap without being the same, \
+         so tasks of one would run on the CPUs of the other; place without 'g' on this node"
+    )]
+    Overlap {
+        /// One GPU.
+        a: String,
+        /// Its CPUs.
+        a_cpus: CpuList,
+        /// The other.
+        b: String,
+        /// Its CPUs.
+        b_cpus: CpuList,
+    },
+    /// The binding is wider than the CPUs near a GPU.
+    #[error(
+        "binding {bind} is wider than the CPUs near {gpu} ({cpus}, {near}); bind to 1g (all of \
+         them) or to a narrower width"
+    )]
+    Wider {
+        /// The binding.
+        bind: Bind,
+        /// The GPU.
+        gpu: String,
+        /// The CPUs near it.
+        cpus: CpuList,
+        /// What they are.
+        near: String,
+    },
+    /// The CPU placement of one GPU's tasks failed.
+    #[error("placing the {tasks} task(s) of {gpus} on the CPUs near them ({cpus}): {error}")]
+    Place {
+        /// Tasks.
+        tasks: u32,
+        /// The GPU(s).
+        gpus: String,
+        /// The CPUs.
+        cpus: CpuList,
+        /// The engine's error.
+        error: PlaceError,
+    },
+}
+
+/// One task placed by GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuTask {
+    /// The task's GPUs, as positions in the list given to [`place_by_gpu`].
+    pub gpus: Vec<usize>,
+    /// Its network card: an index into [`Machine::devices`], if the node has one.
+    pub nic: Option<usize>,
+    /// Logical index of its mapped PU.
+    pub pu_logical: u32,
+    /// Logical indexes of its bound PUs (empty without binding).
+    pub bound_logical: Vec<u32>,
+    /// OS indexes of its bound PUs (empty without binding).
+    pub cpus: CpuList,
+}
+
+/// The tasks of one node placed by GPU, in task order, and what the caller should say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuPlacement {
+    /// One per task.
+    pub tasks: Vec<GpuTask>,
+    /// Notes for the user (GPUs left unused, GPUs whose CPUs the caller may not use, every
+    /// GPU near the same CPUs).
+    pub notes: Vec<String>,
+}
+
+/// `gpu3 (0000:63:00.0)`.
+pub fn gpu_name(d: &Device) -> String {
+    format!("gpu{} ({})", d.index, d.bus_id)
+}
+
+fn names(gpus: &[&Device], which: impl IntoIterator<Item = usize>) -> String {
+    which
+        .into_iter()
+        .map(|i| format!("gpu{}", gpus[i].index))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Logical PUs of `m` that are available and in `range`.
+fn usable(m: &Machine, range: &std::ops::Range<u32>) -> Vec<u32> {
+    range
+        .clone()
+        .filter(|&q| m.pus().get(q as usize).is_some_and(|p| p.available))
+        .collect()
+}
+
+fn os_list(m: &Machine, logical: &[u32]) -> CpuList {
+    CpuList::from_cpus(logical.iter().map(|&q| m.pus()[q as usize].os))
+}
+
+/// Whether a NIC is a fabric card (InfiniBand, Omni-Path, Slingshot, EFA, RoCE) by its OS
+/// names, as opposed to a plain Ethernet port.
+pub fn is_fabric(d: &Device) -> bool {
+    const PREFIXES: [&str; 8] = ["mlx", "hfi", "cxi", "efa", "qib", "ib", "bnxt_re", "irdma"];
+    d.kind == DeviceKind::Nic
+        && d.names
+            .iter()
+            .any(|n| PREFIXES.iter().any(|p| n.starts_with(p)))
+}
+
+/// Places `np` tasks of one node by GPU. `machine` is the node restricted to the CPUs the
+/// tasks may use; `gpus` are the GPUs they may use, in the resource manager's order (task
+/// variables name them by their position in it); `no_gpu` says why there are none, for the
+/// error.
+pub fn place_by_gpu(
+    machine: &Machine,
+    gpus: &[&Device],
+    np: u32,
+    req: &GpuRequest,
+    no_gpu: &str,
+) -> Result<GpuPlacement, GpuError> {
+    if gpus.is_empty() {
+        return Err(GpuError::NoGpu(no_gpu.to_string()));
+    }
+    let all = names(gpus, 0..gpus.len());
+    let k = req.gpus_per_task.max(1) as usize;
+    if k > gpus.len() {
+        return Err(GpuError::TooFewGpus {
+            per_task: k as u32,
+            have: gpus.len(),
+            gpus: all,
+        });
+    }
+    let available: Vec<u32> = (0..machine.pus().len() as u32)
+        .filter(|&q| machine.pus()[q as usize].available)
+        .collect();
+    let mut notes = Vec::new();
+    // GPUs in the order of the CPUs near them, then by bus.
+    let near: Vec<Vec<u32>> = gpus.iter().map(|d| usable(machine, &d.pus)).collect();
+    let mut order: Vec<usize> = (0..gpus.len()).collect();
+    order.sort_by_key(|&i| (near[i].first().copied().unwrap_or(u32::MAX), gpus[i].index));
+    let units: Vec<Vec<usize>> = order.chunks_exact(k).map(<[usize]>::to_vec).collect();
+    let left = gpus.len() % k;
+    if left > 0 {
+        notes.push(format!(
+            "{} GPU(s) used by no task ({}): {} GPUs are not a multiple of {k} per task",
+            left,
+            names(gpus, order[gpus.len() - left..].iter().copied()),
+            gpus.len()
+        ));
+    }
+    let u = units.len() as u32;
+    if let Some(cap) = req.per_gpu {
+        if np > cap.saturating_mul(u) {
+            return Err(GpuError::TooManyTasks {
+                tasks: np,
+                per_gpu: cap,
+                per_task: k as u32,
+                need: np.div_ceil(cap),
+                have: u,
+                gpus: all,
+            });
+        }
+    }
+    if np < u {
+        notes.push(format!(
+            "{np} task(s) for {u} GPU group(s): {} used by no task",
+            names(gpus, units[np as usize..].iter().flatten().copied())
+        ));
+    }
+    // The CPUs of each unit: near any of its GPUs, else (none of them usable) all.
+    let mut unit_cpus: Vec<Vec<u32>> = Vec::new();
+    for unit in &units {
+        let mut cpus: Vec<u32> = unit.iter().flat_map(|&g| near[g].iter().copied()).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        if cpus.is_empty() {
+            let theirs = CpuList::from_cpus(
+                gpus[unit[0]]
+                    .pus
+                    .clone()
+                    .map(|q| machine.pus()[q as usize].os),
+            );
+            notes.push(format!(
+                "none of the CPUs near {} ({theirs}) can be used here: its tasks use all the \
+                 usable CPUs ({})",
+                names(gpus, unit.iter().copied()),
+                os_list(machine, &available)
+            ));
+            cpus = available.clone();
+        }
+        unit_cpus.push(cpus);
+    }
+    // Groups of units with the same CPUs, in order of first use.
+    let mut groups: Vec<(Vec<u32>, Vec<usize>)> = Vec::new();
+    for (i, cpus) in unit_cpus.iter().enumerate() {
+        match groups.iter_mut().find(|(c, _)| c == cpus) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((cpus.clone(), vec![i])),
+        }
+    }
+    for (a, (ca, ma)) in groups.iter().enumerate() {
+        for (cb, mb) in &groups[a + 1..] {
+            if ca.iter().any(|q| cb.binary_search(q).is_ok()) {
+                return Err(GpuError::Overlap {
+                    a: names(gpus, units[ma[0]].iter().copied()),
+                    a_cpus: os_list(machine, ca),
+                    b: names(gpus, units[mb[0]].iter().copied()),
+                    b_cpus: os_list(machine, cb),
+                });
+            }
+        }
+    }
+    if groups.len() == 1 && units.len() > 1 && groups[0].0 == available {
+        notes.push(format!(
+            "all {} GPUs are near the same CPUs ({}): 'g' chooses each task's GPU, and the \
+             rest of the layout ({}) places the tasks on those CPUs",
+            gpus.len(),
+            os_list(machine, &available),
+            req.layout
+        ));
+    }
+    // The fabric NICs (else all NICs) and the NIC of each unit.
+    let nics: Vec<usize> = {
+        let all: Vec<usize> = (0..machine.devices().len())
+            .filter(|&i| machine.devices()[i].kind == DeviceKind::Nic)
+            .collect();
+        let fabric: Vec<usize> = all
+            .iter()
+            .copied()
+            .filter(|&i| is_fabric(&machine.devices()[i]))
+            .collect();
+        if fabric.is_empty() {
+            all
+        } else {
+            fabric
+        }
+    };
+    let mut unit_nic: Vec<Option<usize>> = vec![None; units.len()];
+    let mut turn: Vec<(std::ops::Range<u32>, usize)> = Vec::new();
+    for (i, unit) in units.iter().enumerate() {
+        let gpu = &gpus[unit[0]].pus;
+        let holding: Vec<usize> = nics
+            .iter()
+            .copied()
+            .filter(|&n| {
+                let r = &machine.devices()[n].pus;
+                r.start <= gpu.start && gpu.end <= r.end
+            })
+            .collect();
+        let Some(width) = holding
+            .iter()
+            .map(|&n| machine.devices()[n].pus.len())
+            .min()
+        else {
+            continue;
+        };
+        let closest: Vec<usize> = holding
+            .into_iter()
+            .filter(|&n| machine.devices()[n].pus.len() == width)
+            .collect();
+        let key = machine.devices()[closest[0]].pus.clone();
+        let t = match turn.iter_mut().find(|(r, _)| *r == key) {
+            Some((_, t)) => t,
+            None => {
+                turn.push((key, 0));
+                &mut turn.last_mut().expect("just pushed").1
+            }
+        };
+        unit_nic[i] = Some(closest[*t % closest.len()]);
+        *t += 1;
+    }
+    // Task t goes to unit t mod U; each group's tasks are placed on the group's CPUs.
+    let unit_of = |t: u32| (t % u) as usize;
+    let mut tasks: Vec<Option<GpuTask>> = vec![None; np as usize];
+    for (cpus, members) in &groups {
+        let mine: Vec<u32> = (0..np).filter(|&t| members.contains(&unit_of(t))).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let cpus_os = os_list(machine, cpus);
+        let sub = machine.restrict(&cpus_os);
+        let gpu_names = names(gpus, members.iter().flat_map(|&m| units[m].iter().copied()));
+        if let Some(Bind::Width { level, .. }) = req.bind {
+            check_width(machine, level, cpus).map_err(|near| GpuError::Wider {
+                bind: req.bind.unwrap_or(Bind::None),
+                gpu: gpu_names.clone(),
+                cpus: cpus_os.clone(),
+                near,
+            })?;
+        }
+        let engine_req = Request {
+            layout: req.layout.clone(),
+            bind: req.bind.unwrap_or(Bind::None),
+            mppr: req.mppr.clone(),
+            order: req.order,
+            oversubscribe: req.oversubscribe,
+            np: mine.len() as u32,
+            bind_within: false,
+        };
+        let placed = place(&[&sub], &engine_req).map_err(|error| GpuError::Place {
+            tasks: mine.len() as u32,
+            gpus: gpu_names.clone(),
+            cpus: cpus_os.clone(),
+            error,
+        })?;
+        for (j, &t) in mine.iter().enumerate() {
+            let info = placed.info(j);
+            let (bound_logical, cpus_bound) = match req.bind {
+                None => (cpus.clone(), cpus_os.clone()),
+                Some(_) => (info.bound_logical, info.cpus),
+            };
+            let unit = unit_of(t);
+            tasks[t as usize] = Some(GpuTask {
+                gpus: units[unit].clone(),
+                nic: unit_nic[unit],
+                pu_logical: info.pu_logical,
+                bound_logical,
+                cpus: cpus_bound,
+            });
+        }
+    }
+    Ok(GpuPlacement {
+        tasks: tasks
+            .into_iter()
+            .map(|t| t.expect("every task is in one group"))
+            .collect(),
+        notes,
+    })
+}
+
+/// Checks that every object of `level` with CPUs among `cpus` lies inside them (else a binding
+/// of that level would be clipped): the error names what the CPUs are.
+fn check_width(whole: &Machine, level: Level, cpus: &[u32]) -> Result<(), String> {
+    if matches!(level, Level::Node | Level::Board) {
+        let all: Vec<u32> = (0..whole.pus().len() as u32)
+            .filter(|&q| whole.pus()[q as usize].available)
+            .collect();
+        return if all == cpus {
+            Ok(())
+        } else {
+            Err(format!("not the whole node ({})", os_list(whole, &all)))
+        };
+    }
+    for o in whole.objects(level) {
+        let inside: Vec<u32> = usable(whole, &o.pus);
+        let touches = inside.iter().any(|q| cpus.binary_search(q).is_ok());
+        let within = inside.iter().all(|q| cpus.binary_search(q).is_ok());
+        if touches && !within {
+            return Err(format!(
+                "part of a {} ({})",
+                level.name(),
+                os_list(whole, &inside)
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for GpuRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "layout g{} binding {}",
+            self.layout,
+            self.bind.map_or("1g".to_string(), |b| b.to_string())
+        )?;
+        if let Some(k) = self.per_gpu {
+            write!(f, " at most {k} per GPU")?;
+        }
+        if self.gpus_per_task > 1 {
+            write!(f, " {} GPUs per task", self.gpus_per_task)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DeviceSpec, MachineBuilder};
+
+    fn dev(kind: DeviceKind, bus: &str, name: &str, pus_os: &[u32], near: &str) -> DeviceSpec {
+        DeviceSpec {
+            kind,
+            vendor: "NVIDIA".into(),
+            bus_id: bus.into(),
+            uuid: None,
+            names: vec![name.into()],
+            pus_os: pus_os.to_vec(),
+            near: near.into(),
+        }
+    }
+
+    /// Two packages of two cores (PUs 0-1, 2-3); `gpus` and `nics` as (bus, name, PUs).
+    fn node(gpus: &[(&str, &[u32])], nics: &[(&str, &[u32])]) -> Machine {
+        let mut b = MachineBuilder::new("gpu-node");
+        for q in 0..4 {
+            b.pu(q, true);
+        }
+        b.object(Level::Socket, Some(0), &[0, 1]);
+        b.object(Level::Socket, Some(1), &[2, 3]);
+        for q in 0..4 {
+            b.object(Level::Core, Some(q), &[q]);
+        }
+        for (i, (bus, pus)) in gpus.iter().enumerate() {
+            b.device(dev(
+                DeviceKind::Gpu,
+                bus,
+                &format!("cuda{i}"),
+                pus,
+                "Package",
+            ));
+        }
+        for (name, pus) in nics {
+            b.device(dev(DeviceKind::Nic, "0000:99:00.0", name, pus, "Package"));
+        }
+        b.build().unwrap()
+    }
+
+    fn lassen() -> Machine {
+        node(
+            &[
+                ("0000:04:00.0", &[0, 1]),
+                ("0000:05:00.0", &[0, 1]),
+                ("0035:03:00.0", &[2, 3]),
+                ("0035:04:00.0", &[2, 3]),
+            ],
+            &[
+                ("eth0", &[0, 1, 2, 3]),
+                ("mlx5_0", &[0, 1]),
+                ("mlx5_1", &[2, 3]),
+            ],
+        )
+    }
+
+    fn req(layout: &str, bind: Option<&str>) -> GpuRequest {
+        GpuRequest {
+            layout: parse_gpu_layout(layout).unwrap().unwrap(),
+            bind: bind.map(|b| Bind::parse(b).unwrap()),
+            mppr: Mppr::none(),
+            per_gpu: None,
+            gpus_per_task: 1,
+            order: Order::Natural,
+            oversubscribe: false,
+        }
+    }
+
+    fn all_gpus(m: &Machine) -> Vec<&Device> {
+        m.devices()
+            .iter()
+            .filter(|d| d.kind == DeviceKind::Gpu)
+            .collect()
+    }
+
+    fn summary(m: &Machine, p: &GpuPlacement) -> Vec<(Vec<usize>, String, Option<String>)> {
+        p.tasks
+            .iter()
+            .map(|t| {
+                (
+                    t.gpus.clone(),
+                    t.cpus.to_string(),
+                    t.nic.map(|n| m.devices()[n].names[0].clone()),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_gpu_per_task_on_the_cores_near_it_with_its_nic() {
+        // By hand: GPUs 0,1 are near package 0 (CPUs 0-1), 2,3 near package 1 (CPUs 2-3);
+        // the fabric cards mlx5_0 and mlx5_1 are near package 0 and 1; eth0 is not fabric.
+        let m = lassen();
+        let p = place_by_gpu(&m, &all_gpus(&m), 4, &req("gcsbnh", Some("1c")), "").unwrap();
+        let nic = |s: &str| Some(s.to_string());
+        assert_eq!(
+            summary(&m, &p),
+            vec![
+                (vec![0], "0".to_string(), nic("mlx5_0")),
+                (vec![1], "1".to_string(), nic("mlx5_0")),
+                (vec![2], "2".to_string(), nic("mlx5_1")),
+                (vec![3], "3".to_string(), nic("mlx5_1")),
+            ]
+        );
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        // With 'g' first, two tasks go to GPUs 0 and 1, both near package 0, even where the
+        // rest of the layout (scbnh) alone would put task 1 on package 1.
+        let two = place_by_gpu(&m, &all_gpus(&m), 2, &req("gscbnh", Some("1c")), "").unwrap();
+        assert_eq!(two.tasks[0].cpus.to_string(), "0");
+        assert_eq!(
+            two.tasks[1].cpus.to_string(),
+            "1",
+            "GPU 1 is near package 0"
+        );
+    }
+
+    #[test]
+    fn gpus_follow_the_cpus_not_their_numbers() {
+        // GPU 0 is near package 1 and GPU 1 near package 0 (as on Tioga): task 0 gets GPU 1.
+        let m = node(&[("0000:01:00.0", &[2, 3]), ("0000:02:00.0", &[0, 1])], &[]);
+        let p = place_by_gpu(&m, &all_gpus(&m), 2, &req("g", Some("1c")), "").unwrap();
+        assert_eq!(summary(&m, &p)[0], (vec![1], "0".to_string(), None));
+        assert_eq!(summary(&m, &p)[1], (vec![0], "2".to_string(), None));
+    }
+
+    #[test]
+    fn bind_to_the_gpu_cpus_and_several_gpus_per_task() {
+        let m = lassen();
+        let p = place_by_gpu(&m, &all_gpus(&m), 2, &req("gpu", None), "").unwrap();
+        assert_eq!(p.tasks[0].cpus.to_string(), "0-1");
+        assert_eq!(
+            p.tasks[1].cpus.to_string(),
+            "0-1",
+            "GPU 1 is near package 0 too"
+        );
+        let mut two = req("gpu", None);
+        two.gpus_per_task = 2;
+        let p = place_by_gpu(&m, &all_gpus(&m), 2, &two, "").unwrap();
+        assert_eq!(summary(&m, &p)[0].0, vec![0, 1]);
+        assert_eq!(summary(&m, &p)[1].0, vec![2, 3]);
+        assert_eq!(p.tasks[1].cpus.to_string(), "2-3");
+        two.gpus_per_task = 5;
+        let e = place_by_gpu(&m, &all_gpus(&m), 1, &two, "").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "each task asks for 5 GPUs, and only 4 are here (gpu0,gpu1,gpu2,gpu3)"
+        );
+    }
+
+    #[test]
+    fn tasks_per_gpu_are_capped_and_shared_round_robin() {
+        let m = lassen();
+        let mut r = req("gcsbnh", Some("1c"));
+        r.oversubscribe = true;
+        let p = place_by_gpu(&m, &all_gpus(&m), 8, &r, "").unwrap();
+        let gpus: Vec<usize> = p.tasks.iter().map(|t| t.gpus[0]).collect();
+        assert_eq!(gpus, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        r.per_gpu = Some(1);
+        let e = place_by_gpu(&m, &all_gpus(&m), 5, &r, "").unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("5 tasks with at most 1 per GPU need 5 GPU(s)"));
+    }
+
+    #[test]
+    fn wider_bindings_missing_gpus_and_overlaps_are_refused() {
+        let m = lassen();
+        let e = place_by_gpu(&m, &all_gpus(&m), 2, &req("g", Some("1n")), "").unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("binding 1n is wider than the CPUs near gpu0,gpu1"));
+        assert!(place_by_gpu(&m, &all_gpus(&m), 2, &req("g", Some("1s")), "").is_ok());
+        let e = place_by_gpu(&m, &[], 2, &req("g", None), "the step has no GPU").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a 'g' layout places tasks by GPU, and the step has no GPU"
+        );
+        let m = node(&[("0000:01:00.0", &[0]), ("0000:02:00.0", &[0, 1])], &[]);
+        let e = place_by_gpu(&m, &all_gpus(&m), 2, &req("g", None), "").unwrap_err();
+        assert!(matches!(e, GpuError::Overlap { .. }), "{e}");
+    }
+
+    #[test]
+    fn gpus_sharing_the_whole_node_and_partial_steps_are_said() {
+        let m = node(
+            &[
+                ("0000:01:00.0", &[0, 1, 2, 3]),
+                ("0000:02:00.0", &[0, 1, 2, 3]),
+            ],
+            &[],
+        );
+        let p = place_by_gpu(&m, &all_gpus(&m), 2, &req("gcsbnh", Some("1c")), "").unwrap();
+        assert!(p.notes[0].starts_with("all 2 GPUs are near the same CPUs (0-3)"));
+        assert_eq!(p.tasks[1].cpus.to_string(), "1");
+        // A step with package 1's CPUs only, and GPU 0 (near package 0): its task uses the
+        // step's CPUs, never package 0's.
+        let m = lassen().restrict(&CpuList::parse("2-3").unwrap());
+        let gpus = all_gpus(&m);
+        let p = place_by_gpu(&m, &gpus[..1], 1, &req("g", None), "").unwrap();
+        assert_eq!(p.tasks[0].cpus.to_string(), "2-3");
+        assert!(p.notes[0].starts_with("none of the CPUs near gpu0 (0-1) can be used here"));
+    }
+
+    #[test]
+    fn dual_rail_nodes_share_out_their_cards() {
+        let m = node(
+            &[("0000:01:00.0", &[0, 1]), ("0000:02:00.0", &[0, 1])],
+            &[("mlx5_0", &[0, 1]), ("mlx5_1", &[0, 1])],
+        );
+        let p = place_by_gpu(&m, &all_gpus(&m), 2, &req("g", Some("1c")), "").unwrap();
+        let nics: Vec<_> = summary(&m, &p).into_iter().map(|s| s.2.unwrap()).collect();
+        assert_eq!(nics, vec!["mlx5_0", "mlx5_1"]);
+    }
+
+    #[test]
+    fn the_language() {
+        assert_eq!(
+            parse_gpu_layout("gcsbnh").unwrap().unwrap().to_string(),
+            "csbnh"
+        );
+        assert_eq!(
+            parse_gpu_layout("gpu").unwrap().unwrap().to_string(),
+            "csbnh"
+        );
+        assert!(parse_gpu_layout("csbnh").is_none());
+        let d = parse_gpu_layout("gcx").unwrap().unwrap_err();
+        assert_eq!((d.input.as_str(), d.span), ("gcx", Some((2, 1))));
+        let d = Layout::parse("cgs").unwrap_err();
+        assert!(d.reason.contains("may only lead a layout"), "{}", d.reason);
+        assert!(is_gpu_bind("1g") && !is_gpu_bind("2g"));
+        assert_eq!(
+            split_gpu_mppr("2:g,1:c").unwrap(),
+            (Some(2), Some("1:c".to_string()))
+        );
+        assert_eq!(split_gpu_mppr("1:g").unwrap(), (Some(1), None));
+        assert_eq!(split_gpu_mppr("0:g,1:c").unwrap_err().span, Some((0, 1)));
+    }
+}

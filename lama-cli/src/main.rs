@@ -14,6 +14,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 mod color;
+mod gpu;
 mod manual;
 mod plan;
 use lama_plan::hostlist;
@@ -188,6 +189,17 @@ struct MapArgs {
     /// Machine-readable output: {"processes":[{"rank":0,"node":0,"pu":5,"cpus":[4,5]},...]}.
     #[arg(long)]
     json: bool,
+    /// With a layout led by 'g': GPUs per task, as Slurm's --gpus-per-task.
+    #[arg(long, value_name = "K", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    gpus_per_task: u32,
+    /// With a layout led by 'g': the GPUs of each node the step has, as Slurm numbers them
+    /// (SLURM_STEP_GPUS, e.g. 0,2). Default: all of the node's GPUs.
+    #[arg(long, value_name = "LIST")]
+    gpus: Option<String>,
+    /// With a layout led by 'g': each task sees only its own GPUs (--lama-gpu-isolate).
+    #[arg(long)]
+    gpu_isolate: bool,
 }
 
 /// A failure with its exit status.
@@ -307,7 +319,71 @@ pub(crate) fn cpulist(text: &str) -> Result<CpuList, Failure> {
     CpuList::parse(text).map_err(|e| Failure::Usage(e.to_string()))
 }
 
+/// The nodes' machines (each --topology, restricted) and their names (--node-names).
+pub(crate) fn nodes_and_names(
+    args: &MapArgs,
+) -> Result<(Vec<Machine>, Option<Vec<String>>), Failure> {
+    let restrict = args.restrict.as_deref().map(cpulist).transpose()?;
+
+    let mut machines = Vec::with_capacity(args.topologies.len());
+    for t in &args.topologies {
+        let m = load(t)?;
+        machines.push(match &restrict {
+            Some(r) => restricted(m, r, "--restrict")?,
+            None => m,
+        });
+    }
+    let count = match (args.nodes, machines.len()) {
+        (None, k) => k,
+        (Some(0), _) => return Err(Failure::Usage("--nodes must be at least 1".into())),
+        (Some(n), 1) => n as usize,
+        (Some(n), k) if n as usize == k => k,
+        (Some(n), k) => {
+            return Err(Failure::Usage(format!(
+                "--nodes {n} with {k} --topology options: give one --topology for {n} identical \
+                 nodes, or one --topology per node without --nodes"
+            )))
+        }
+    };
+    let names = match &args.node_names {
+        Some(list) => {
+            let names = hostlist::expand(list).map_err(Failure::Usage)?;
+            if names.len() != count {
+                return Err(Failure::Usage(format!(
+                    "--node-names names {} node(s) but there are {} (one name per node, in \
+                     --topology order)",
+                    names.len(),
+                    count
+                )));
+            }
+            Some(names)
+        }
+        None => None,
+    };
+    Ok((machines, names))
+}
+
+/// One machine per node: `-N n` repeats a single --topology.
+pub(crate) fn node_list(machines: &[Machine], nodes: Option<u32>) -> Vec<&Machine> {
+    match (nodes, machines.len()) {
+        (Some(n), 1) => std::iter::repeat_n(&machines[0], n as usize).collect(),
+        _ => machines.iter().collect(),
+    }
+}
+
 fn map(args: MapArgs) -> Result<(), Failure> {
+    if let Some(by_gpu) = lama_slurm::gpu::request(
+        &args.map,
+        args.bind.as_deref(),
+        args.mppr.as_deref(),
+        Order::parse(&args.order).map_err(|d| Failure::Usage(d.to_string()))?,
+        args.gpus_per_task,
+        args.oversubscribe,
+    )
+    .map_err(Failure::Usage)?
+    {
+        return gpu::map(&args, &by_gpu);
+    }
     // A familiar Slurm or Open MPI spelling is refused with its LAMA equivalent.
     let syntax =
         |d: lama_engine::Diagnostic| Failure::Usage(lama_slurm::familiar::explain(d).to_string());
@@ -329,43 +405,8 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     } else {
         CpuUnit::Thread
     };
-    let restrict = args.restrict.as_deref().map(cpulist).transpose()?;
-
-    let mut machines = Vec::with_capacity(args.topologies.len());
-    for t in &args.topologies {
-        let m = load(t)?;
-        machines.push(match &restrict {
-            Some(r) => restricted(m, r, "--restrict")?,
-            None => m,
-        });
-    }
-    let nodes: Vec<&Machine> = match (args.nodes, machines.len()) {
-        (None, _) => machines.iter().collect(),
-        (Some(0), _) => return Err(Failure::Usage("--nodes must be at least 1".into())),
-        (Some(n), 1) => std::iter::repeat_n(&machines[0], n as usize).collect(),
-        (Some(n), k) if n as usize == k => machines.iter().collect(),
-        (Some(n), k) => {
-            return Err(Failure::Usage(format!(
-                "--nodes {n} with {k} --topology options: give one --topology for {n} identical \
-                 nodes, or one --topology per node without --nodes"
-            )))
-        }
-    };
-    let names = match &args.node_names {
-        Some(list) => {
-            let names = hostlist::expand(list).map_err(Failure::Usage)?;
-            if names.len() != nodes.len() {
-                return Err(Failure::Usage(format!(
-                    "--node-names names {} node(s) but there are {} (one name per node, in \
-                     --topology order)",
-                    names.len(),
-                    nodes.len()
-                )));
-            }
-            Some(names)
-        }
-        None => None,
-    };
+    let (machines, names) = nodes_and_names(&args)?;
+    let nodes = node_list(&machines, args.nodes);
     // As the plugin does: without --bind, -c N widens the default binding on each node.
     let (bind, bind_within) = match bind {
         Some(b) => (b, false),

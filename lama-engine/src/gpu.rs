@@ -12,7 +12,8 @@
 //! - **`k:g` in the MPPR list** allows at most `k` tasks per GPU; without it tasks share GPUs
 //!   round-robin when there are more tasks than GPUs.
 //! - **GPUs per task** (`k`, the resource manager's `--gpus-per-task`): each task gets `k`
-//!   GPUs that follow one another in that order; the CPUs near any of them are its CPUs.
+//!   GPUs that follow one another in that order, near the same CPUs where the GPUs allow; the
+//!   CPUs near the first are its CPUs.
 //!
 //! "Near" is a device's locality ([`Device::pus`]) clipped to the CPUs the caller may use.
 //! Tasks of GPUs with the same CPUs near them are placed together, so two tasks of two GPUs
@@ -21,8 +22,9 @@
 //! without one task's CPUs spilling into the other's.
 //!
 //! Each task is also given the network card nearest its first GPU: among the fabric NICs (or,
-//! when the node has none, all NICs) those whose locality holds the GPU's, the closest one;
-//! several equally close cards are shared out in turn (dual-rail nodes).
+//! when the node has none, all NICs), the one that shares the smallest object with the GPU
+//! (then the one with the smallest locality); several equally close cards are shared out in
+//! turn (dual-rail nodes).
 
 use crate::diag::{Diagnostic, Subject};
 use crate::place::{place, PlaceError, Request};
@@ -240,14 +242,42 @@ fn os_list(m: &Machine, logical: &[u32]) -> CpuList {
     CpuList::from_cpus(logical.iter().map(|&q| m.pus()[q as usize].os))
 }
 
-/// Whether a NIC is a fabric card (InfiniBand, Omni-Path, Slingshot, EFA, RoCE) by its OS
-/// names, as opposed to a plain Ethernet port.
+/// Whether a NIC is a fabric card (InfiniBand, Omni-Path, Slingshot, EFA, RoCE) by its vendor
+/// or OS names, as opposed to a plain Ethernet port.
 pub fn is_fabric(d: &Device) -> bool {
-    const PREFIXES: [&str; 8] = ["mlx", "hfi", "cxi", "efa", "qib", "ib", "bnxt_re", "irdma"];
     d.kind == DeviceKind::Nic
-        && d.names
+        && (matches!(d.vendor.as_str(), "Mellanox" | "HPE")
+            || d.names.iter().any(|n| is_fabric_name(n)))
+}
+
+/// OS names of fabric cards: the verbs device first (`mlx5_0`, which UCX and NCCL name), then
+/// network interfaces of fabrics (`hsi0`, `ib0`: IP over InfiniBand, Slingshot).
+const VERBS: [&str; 8] = [
+    "mlx", "hfi", "qib", "cxi", "efa", "rdmap", "bnxt_re", "irdma",
+];
+const FABRIC_NETDEVS: [&str; 2] = ["hsi", "ib"];
+
+/// Whether an OS device name is a fabric card's (`mlx5_0`, `hfi1_0`, `cxi0`, `hsi0`, `ib0`,
+/// `rdmap197s0`, ...).
+pub fn is_fabric_name(name: &str) -> bool {
+    VERBS
+        .iter()
+        .chain(&FABRIC_NETDEVS)
+        .any(|p| name.starts_with(p))
+}
+
+/// The name to give a NIC to a task: its verbs device (`mlx5_0`) if it has one, else its
+/// fabric interface (`hsi0`), else its first OS name.
+pub fn nic_name(d: &Device) -> &str {
+    let by = |prefixes: &[&str]| {
+        d.names
             .iter()
-            .any(|n| PREFIXES.iter().any(|p| n.starts_with(p)))
+            .find(|n| prefixes.iter().any(|p| n.starts_with(p)))
+    };
+    by(&VERBS)
+        .or_else(|| by(&FABRIC_NETDEVS))
+        .or(d.names.first())
+        .map_or("", String::as_str)
 }
 
 /// Places `np` tasks of one node by GPU. `machine` is the node restricted to the CPUs the
@@ -281,16 +311,28 @@ pub fn place_by_gpu(
     let near: Vec<Vec<u32>> = gpus.iter().map(|d| usable(machine, &d.pus)).collect();
     let mut order: Vec<usize> = (0..gpus.len()).collect();
     order.sort_by_key(|&i| (near[i].first().copied().unwrap_or(u32::MAX), gpus[i].index));
-    let units: Vec<Vec<usize>> = order.chunks_exact(k).map(<[usize]>::to_vec).collect();
-    let left = gpus.len() % k;
-    if left > 0 {
+    // Units of k GPUs: within the GPUs near the same CPUs first, then of those left over, in
+    // that order; units in the order of their first GPU.
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    let mut spare: Vec<usize> = Vec::new();
+    for run in order.chunk_by(|&a, &b| near[a] == near[b]) {
+        let mut chunks = run.chunks_exact(k);
+        units.extend(chunks.by_ref().map(<[usize]>::to_vec));
+        spare.extend_from_slice(chunks.remainder());
+    }
+    let mut chunks = spare.chunks_exact(k);
+    units.extend(chunks.by_ref().map(<[usize]>::to_vec));
+    let left = chunks.remainder();
+    if !left.is_empty() {
         notes.push(format!(
             "{} GPU(s) used by no task ({}): {} GPUs are not a multiple of {k} per task",
-            left,
-            names(gpus, order[gpus.len() - left..].iter().copied()),
+            left.len(),
+            names(gpus, left.iter().copied()),
             gpus.len()
         ));
     }
+    let rank_of = |g: usize| order.iter().position(|&o| o == g).unwrap_or(usize::MAX);
+    units.sort_by_key(|u| rank_of(u[0]));
     let u = units.len() as u32;
     if let Some(cap) = req.per_gpu {
         if np > cap.saturating_mul(u) {
@@ -310,12 +352,10 @@ pub fn place_by_gpu(
             names(gpus, units[np as usize..].iter().flatten().copied())
         ));
     }
-    // The CPUs of each unit: near any of its GPUs, else (none of them usable) all.
+    // The CPUs of each unit: near its first GPU, else (none of them usable) all.
     let mut unit_cpus: Vec<Vec<u32>> = Vec::new();
     for unit in &units {
-        let mut cpus: Vec<u32> = unit.iter().flat_map(|&g| near[g].iter().copied()).collect();
-        cpus.sort_unstable();
-        cpus.dedup();
+        let mut cpus = near[unit[0]].clone();
         if cpus.is_empty() {
             let theirs = CpuList::from_cpus(
                 gpus[unit[0]]
@@ -379,33 +419,27 @@ pub fn place_by_gpu(
         }
     };
     let mut unit_nic: Vec<Option<usize>> = vec![None; units.len()];
-    let mut turn: Vec<(std::ops::Range<u32>, usize)> = Vec::new();
+    let mut turn: Vec<(Vec<usize>, usize)> = Vec::new();
     for (i, unit) in units.iter().enumerate() {
+        // The closest cards: those with the smallest object holding both them and the GPU,
+        // then the smallest locality; equally close cards are shared out in turn.
         let gpu = &gpus[unit[0]].pus;
-        let holding: Vec<usize> = nics
+        let distance = |n: usize| {
+            let nic = &machine.devices()[n].pus;
+            (common_size(machine, gpu, nic), nic.len())
+        };
+        let Some(best) = nics.iter().map(|&n| distance(n)).min() else {
+            break;
+        };
+        let closest: Vec<usize> = nics
             .iter()
             .copied()
-            .filter(|&n| {
-                let r = &machine.devices()[n].pus;
-                r.start <= gpu.start && gpu.end <= r.end
-            })
+            .filter(|&n| distance(n) == best)
             .collect();
-        let Some(width) = holding
-            .iter()
-            .map(|&n| machine.devices()[n].pus.len())
-            .min()
-        else {
-            continue;
-        };
-        let closest: Vec<usize> = holding
-            .into_iter()
-            .filter(|&n| machine.devices()[n].pus.len() == width)
-            .collect();
-        let key = machine.devices()[closest[0]].pus.clone();
-        let t = match turn.iter_mut().find(|(r, _)| *r == key) {
+        let t = match turn.iter_mut().find(|(c, _)| *c == closest) {
             Some((_, t)) => t,
             None => {
-                turn.push((key, 0));
+                turn.push((closest.clone(), 0));
                 &mut turn.last_mut().expect("just pushed").1
             }
         };
@@ -469,6 +503,20 @@ pub fn place_by_gpu(
             .collect(),
         notes,
     })
+}
+
+/// The number of PUs of the smallest object of `m` (the whole machine at most) that holds both
+/// ranges of logical PUs.
+fn common_size(m: &Machine, a: &std::ops::Range<u32>, b: &std::ops::Range<u32>) -> usize {
+    let holds =
+        |o: &std::ops::Range<u32>, r: &std::ops::Range<u32>| o.start <= r.start && r.end <= o.end;
+    crate::level::ALL_LEVELS
+        .iter()
+        .flat_map(|&l| m.objects(l))
+        .filter(|o| holds(&o.pus, a) && holds(&o.pus, b))
+        .map(|o| o.pus.len())
+        .min()
+        .unwrap_or(m.pus().len())
 }
 
 /// Checks that every object of `level` with CPUs among `cpus` lies inside them (else a binding
@@ -661,6 +709,16 @@ mod tests {
         assert_eq!(summary(&m, &p)[0].0, vec![0, 1]);
         assert_eq!(summary(&m, &p)[1].0, vec![2, 3]);
         assert_eq!(p.tasks[1].cpus.to_string(), "2-3");
+        // The step's GPUs in another order (gpu0, gpu2, gpu3, gpu1): pairs are still made of
+        // GPUs near the same CPUs (positions 0 and 3 are gpu0 and gpu1, near package 0).
+        let gpus = all_gpus(&m);
+        let p = place_by_gpu(&m, &[gpus[0], gpus[2], gpus[3], gpus[1]], 2, &two, "").unwrap();
+        assert_eq!(
+            summary(&m, &p)[0].0,
+            vec![0, 3],
+            "gpu0 and gpu1, both near package 0"
+        );
+        assert_eq!(summary(&m, &p)[1].0, vec![1, 2]);
         two.gpus_per_task = 5;
         let e = place_by_gpu(&m, &all_gpus(&m), 1, &two, "").unwrap_err();
         assert_eq!(

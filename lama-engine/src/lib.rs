@@ -47,8 +47,8 @@ pub use cpulist::{CpuList, CpuListError};
 pub use device::{vendor_name, Device, DeviceKind, DeviceSpec};
 pub use diag::{Diagnostic, Subject, MAX_INPUT_LEN};
 pub use gpu::{
-    gpu_name, is_fabric, is_gpu_bind, parse_gpu_layout, place_by_gpu, split_gpu_mppr, GpuError,
-    GpuPlacement, GpuRequest, GpuTask,
+    gpu_name, is_fabric, is_fabric_name, is_gpu_bind, nic_name, parse_gpu_layout, place_by_gpu,
+    split_gpu_mppr, GpuError, GpuPlacement, GpuRequest, GpuTask,
 };
 pub use hybrid::{
     binding_for_cpus, cpus_covered, exact_binding, numa_nodes, threads_per_core, CpuUnit,

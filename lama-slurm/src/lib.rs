@@ -8,4 +8,5 @@ pub mod cpu_bind;
 pub mod cpus_per_task;
 pub mod distribution;
 pub mod familiar;
+pub mod gpu;
 pub mod hostlist;

@@ -1,0 +1,179 @@
+//! `lama map` with a layout led by `g`: which task gets which GPU, NIC and CPUs, node by node,
+//! with tasks split over the nodes as `srun -N -n` does by default (docs/devices.md).
+
+use crate::{node_list, nodes_and_names, print, print_human, Failure, MapArgs};
+use lama_engine::{
+    gpu_name, place_by_gpu, render, Device, DeviceKind, GpuError, GpuRequest, GpuTask, Machine,
+};
+use lama_slurm::distribution::even_split;
+use lama_slurm::gpu::{nic_variables, parse_indexes, step_gpus, task_variables};
+
+/// One task in the JSON output.
+#[derive(serde::Serialize)]
+struct JsonTask {
+    rank: u32,
+    node: u32,
+    /// The task's GPUs as Slurm numbers them.
+    gpus: Vec<u32>,
+    gpu_bus_ids: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nic: Option<String>,
+    pu: u32,
+    cpus: Vec<u32>,
+    /// The variables the plugin sets in the task.
+    env: std::collections::BTreeMap<&'static str, String>,
+}
+
+#[derive(serde::Serialize)]
+struct JsonGpuPlacement {
+    request: String,
+    tasks_per_node: Vec<u32>,
+    processes: Vec<JsonTask>,
+    notes: Vec<String>,
+}
+
+/// The variables the plugin would set for this task (Slurm's step list taken as the step's
+/// GPUs numbered by their place in it, as `ConstrainDevices=yes` makes them).
+fn variables(
+    m: &Machine,
+    gpus: &[&Device],
+    slurm: &[u32],
+    t: &GpuTask,
+    isolate: bool,
+) -> Vec<(&'static str, String)> {
+    let tokens: Vec<String> = (0..gpus.len()).map(|i| i.to_string()).collect();
+    let vendor = gpus.first().map_or("", |d| d.vendor.as_str());
+    let mut env = task_variables(vendor, Some(&tokens), slurm, &t.gpus, isolate);
+    if let Some(n) = t.nic {
+        env.extend(nic_variables(&m.devices()[n]));
+    }
+    env
+}
+
+pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
+    let (machines, names) = nodes_and_names(args)?;
+    let nodes = node_list(&machines, args.nodes);
+    let wanted = args
+        .gpus
+        .as_deref()
+        .map(parse_indexes)
+        .transpose()
+        .map_err(|e| Failure::Usage(format!("--gpus: {e}")))?;
+    let counts = even_split(nodes.len(), args.np);
+    let mut text = format!(
+        "{req}: {} task(s) on {} node(s) ({} per node, as srun -N{} -n{} splits them); \
+         tasks go round-robin over each node's GPUs in the order of the CPUs near them\n",
+        args.np,
+        nodes.len(),
+        lama_engine::render::runs(&counts.iter().map(u32::to_string).collect::<Vec<_>>()),
+        nodes.len(),
+        args.np
+    );
+    let mut json = JsonGpuPlacement {
+        request: req.to_string(),
+        tasks_per_node: counts.clone(),
+        processes: Vec::new(),
+        notes: Vec::new(),
+    };
+    let mut rank = 0u32;
+    for (k, (&m, &np)) in nodes.iter().zip(&counts).enumerate() {
+        let name = names
+            .as_ref()
+            .map_or(m.name().to_string(), |n| n[k].clone());
+        let all: Vec<&Device> = m
+            .devices()
+            .iter()
+            .filter(|d| d.kind == DeviceKind::Gpu)
+            .collect();
+        let slurm: Vec<u32> = match &wanted {
+            Some(w) => w.clone(),
+            None => all.iter().map(|d| d.index).collect(),
+        };
+        let gpus =
+            step_gpus(&all, &slurm).map_err(|e| Failure::Usage(format!("node {name}: {e}")))?;
+        let placed = place_by_gpu(
+            m,
+            &gpus,
+            np,
+            req,
+            "this node's topology has no GPU (an XML with I/O objects lists them: lstopo --of xml)",
+        )
+        .map_err(|e| match e {
+            GpuError::Place { .. } if !args.oversubscribe => Failure::Place(format!(
+                "node {name}: {e} (to oversubscribe: --oversubscribe)"
+            )),
+            e => Failure::Place(format!("node {name}: {e}")),
+        })?;
+        for note in &placed.notes {
+            json.notes.push(format!("node {name}: {note}"));
+        }
+        if args.node.is_some_and(|only| only as usize != k) || np == 0 {
+            rank += np;
+            continue;
+        }
+        text += &format!("\nnode {k} ({name}):\n");
+        if !args.summary {
+            text += "  rank  gpu(s)  bus id(s)       nic       cpus    picture\n";
+        }
+        for t in &placed.tasks {
+            let ids: Vec<u32> = t.gpus.iter().map(|&g| slurm[g]).collect();
+            let nic = t
+                .nic
+                .map(|n| lama_engine::nic_name(&m.devices()[n]).to_string());
+            let env = variables(m, &gpus, &slurm, t, args.gpu_isolate);
+            if !args.summary {
+                text += &format!(
+                    "  {rank:>4}  {:<6}  {:<14}  {:<8}  {:<6}  {}\n",
+                    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                    t.gpus
+                        .iter()
+                        .map(|&g| gpus[g].bus_id.clone())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    nic.clone().unwrap_or_else(|| "-".into()),
+                    t.cpus,
+                    render::picture(m, &t.bound_logical)
+                );
+            }
+            json.processes.push(JsonTask {
+                rank,
+                node: k as u32,
+                gpus: ids,
+                gpu_bus_ids: t.gpus.iter().map(|&g| gpus[g].bus_id.clone()).collect(),
+                nic,
+                pu: m.pus()[t.pu_logical as usize].os,
+                cpus: t.cpus.cpus().to_vec(),
+                env: env.into_iter().collect(),
+            });
+            rank += 1;
+        }
+        if !args.summary {
+            text += "  GPUs here (Slurm's numbers are PCI bus order):\n";
+            for d in &gpus {
+                text += &format!(
+                    "    {} {} near {} (CPUs {})\n",
+                    gpu_name(d),
+                    d.vendor,
+                    d.near,
+                    render::device_cpus(m, d)
+                );
+            }
+        }
+    }
+    if args.json {
+        let out = serde_json::to_string(&json)
+            .map_err(|e| Failure::Place(format!("cannot write JSON: {e}")))?;
+        return print(&out);
+    }
+    for note in &json.notes {
+        text += &format!("note: {note}\n");
+    }
+    if let Some(first) = json.processes.first() {
+        text += "\nvariables of the first task (the plugin sets them in task_init; visible GPUs \
+                 numbered as under ConstrainDevices=yes):\n";
+        for (k, v) in &first.env {
+            text += &format!("  {k}={v}\n");
+        }
+    }
+    print_human(&text)
+}

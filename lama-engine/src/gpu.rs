@@ -188,7 +188,7 @@ pub enum GpuError {
         /// The CPUs.
         cpus: CpuList,
         /// The engine's error.
-        error: PlaceError,
+        error: Box<PlaceError>,
     },
 }
 
@@ -478,7 +478,7 @@ pub fn place_by_gpu(
             tasks: mine.len() as u32,
             gpus: gpu_names.clone(),
             cpus: cpus_os.clone(),
-            error,
+            error: Box::new(error),
         })?;
         for (j, &t) in mine.iter().enumerate() {
             let info = placed.info(j);

@@ -18,24 +18,30 @@ pub const OPT_OMP: &str = "lama-omp";
 pub const OPT_MEMBIND: &str = "lama-membind";
 /// `--lama-plan`: a plan file.
 pub const OPT_PLAN: &str = "lama-plan";
+/// `--lama-gpu-isolate`: each task sees only its own GPUs.
+pub const OPT_GPU_ISOLATE: &str = "lama-gpu-isolate";
 
 /// The options and their usage text (shown by `srun --help`).
-pub const OPTIONS: [(&str, Option<&str>, &str); 8] = [
+pub const OPTIONS: [(&str, Option<&str>, &str); 9] = [
     (
         OPT_MAP,
         Some("layout"),
         "LAMA mapping layout, leftmost level varies fastest: tokens n b s D N L3 L2 L1 c h \
-         (e.g. scbnh), or hwthread core l1cache l2cache l3cache numa socket node, or none",
+         (e.g. scbnh), or hwthread core l1cache l2cache l3cache numa socket node, or none; \
+         led by g (gcsbnh, or gpu) tasks go round-robin over the step's GPUs, each on CPUs \
+         near its GPU",
     ),
     (
         OPT_BIND,
         Some("width"),
-        "LAMA binding: <count><level> (1c, 2c, 1L2, 1s, 1N ...), an alias, or none [default 1c]",
+        "LAMA binding: <count><level> (1c, 2c, 1L2, 1s, 1N ...), an alias, or none [default \
+         1c]; with a g layout also 1g (all the CPUs near the task's GPU)",
     ),
     (
         OPT_MPPR,
         Some("limits"),
-        "LAMA max processes per resource, e.g. 1:c,4:s [default: none]",
+        "LAMA max processes per resource, e.g. 1:c,4:s; with a g layout k:g is at most k \
+         tasks per GPU [default: none]",
     ),
     (
         OPT_ORDER,
@@ -60,6 +66,12 @@ pub const OPTIONS: [(&str, Option<&str>, &str); 8] = [
         "print each task's LAMA placement and binding",
     ),
     (
+        OPT_GPU_ISOLATE,
+        None,
+        "with a g layout: each task sees only its own GPUs (by default it sees all the \
+         step's GPUs, its own first)",
+    ),
+    (
         OPT_OMP,
         None,
         "set OMP_PLACES (one place per bound core), OMP_PROC_BIND=close and, unless set, \
@@ -79,6 +91,7 @@ pub fn user_options(spank: &slurm_spank::SpankHandle) -> crate::request::UserOpt
         plan: value(OPT_PLAN),
         verbose: spank.is_option_set(OPT_VERBOSE),
         omp: spank.is_option_set(OPT_OMP),
+        gpu_isolate: spank.is_option_set(OPT_GPU_ISOLATE),
     }
 }
 

@@ -58,6 +58,8 @@ pub struct TaskPlacement {
     pub omp_place_count: usize,
     /// OS indexes of the NUMA nodes the binding touches (empty without binding).
     pub mems: CpuList,
+    /// The task's GPU and NIC variables (a step placed by GPU; else empty).
+    pub devices: Vec<(&'static str, String)>,
 }
 
 /// Places this node's tasks: `globals[i]` is the global rank of local task `i`. Tasks are
@@ -121,6 +123,7 @@ pub fn place_local(
             picture,
             omp_places: omp_place_list(&places),
             omp_place_count: places.len(),
+            devices: Vec::new(),
         });
     }
     let narrower = match narrowest {

@@ -105,6 +105,7 @@ pub fn planned_tasks(
                 0
             },
             mems: numa_nodes(machine, &bound),
+            devices: Vec::new(),
         });
     }
     if here != globals.len() {

@@ -24,6 +24,8 @@ pub struct UserOptions {
     pub verbose: bool,
     /// `--lama-omp`.
     pub omp: bool,
+    /// `--lama-gpu-isolate`.
+    pub gpu_isolate: bool,
 }
 
 impl UserOptions {
@@ -66,6 +68,19 @@ pub struct StepRequest {
     pub verbose: bool,
     /// Set the OpenMP variables that match each task's binding.
     pub omp: bool,
+    /// Placement by GPU (a layout led by `g`; `layout` is the rest).
+    pub gpu: Option<GpuOptions>,
+}
+
+/// What a layout led by `g` adds (docs/devices.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// `k:g` in `--lama-mppr`: at most k tasks per GPU.
+    pub per_gpu: Option<u32>,
+    /// `--lama-bind=1g`: each task bound to all the step's CPUs near its GPU.
+    pub bind_gpu: bool,
+    /// `--lama-gpu-isolate`: each task sees only its own GPUs.
+    pub isolate: bool,
 }
 
 /// Why the options cannot make a plan.
@@ -100,6 +115,22 @@ impl StepRequest {
     /// plugin replaces `bind` by [`effective_bind`]'s answer once the node is known.
     pub fn binding(&self) -> Bind {
         self.bind.unwrap_or_default()
+    }
+
+    /// The layout as the user wrote it (`g` in front for placement by GPU).
+    pub fn layout_text(&self) -> String {
+        match self.gpu {
+            Some(_) => format!("g{}", self.layout),
+            None => self.layout.to_string(),
+        }
+    }
+
+    /// The binding in force as the user writes it (`1g` for the CPUs near each task's GPU).
+    pub fn binding_text(&self) -> String {
+        match self.gpu {
+            Some(g) if g.bind_gpu => "1g".to_string(),
+            _ => self.binding().to_string(),
+        }
     }
 }
 
@@ -150,14 +181,40 @@ pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<StepReque
         // The plan is applied on its own (see `planned_tasks`).
         return Ok(None);
     }
+    let by_gpu = user
+        .map
+        .as_deref()
+        .and_then(lama_engine::parse_gpu_layout)
+        .transpose()
+        .map_err(syntax("--lama-map"))?;
+    let bind_gpu = user.bind.as_deref().is_some_and(lama_engine::is_gpu_bind);
+    let (per_gpu, cpu_mppr) = match user.mppr.as_deref() {
+        Some(m) if m != "none" => lama_engine::split_gpu_mppr(m).map_err(syntax("--lama-mppr"))?,
+        _ => (None, None),
+    };
+    if by_gpu.is_none() {
+        let gpu_only = [
+            (bind_gpu, "--lama-bind=1g"),
+            (per_gpu.is_some(), "k:g in --lama-mppr"),
+            (user.gpu_isolate, "--lama-gpu-isolate"),
+        ];
+        if let Some((_, what)) = gpu_only.iter().find(|(given, _)| *given) {
+            return Err(RequestError::Usage(format!(
+                "{what} needs a layout that places tasks by GPU: lead --lama-map with 'g' (for \
+                 example --lama-map=gcsbnh)"
+            )));
+        }
+    }
     let bind = match &user.bind {
+        Some(_) if bind_gpu => None,
         Some(b) => Some(Bind::parse(b).map_err(syntax("--lama-bind"))?),
         None => None,
     };
-    let mppr = match user.mppr.as_deref() {
-        Some("none") => Some(Mppr::none()),
-        Some(m) => Some(Mppr::parse(m).map_err(syntax("--lama-mppr"))?),
-        None => None,
+    let mppr = match (user.mppr.as_deref(), cpu_mppr) {
+        (Some("none"), _) => Some(Mppr::none()),
+        (Some(_), Some(m)) => Some(Mppr::parse(&m).map_err(syntax("--lama-mppr"))?),
+        (Some(_), None) => Some(Mppr::none()),
+        (None, _) => None,
     };
     let membind = match &user.membind {
         Some(m) => Some(Membind::parse(m).map_err(syntax("--lama-membind"))?),
@@ -168,13 +225,14 @@ pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<StepReque
         None => None,
     };
     let (layout, origin) =
-        match user.map.as_deref() {
-            Some("none") => return Ok(None),
-            Some(m) => (
+        match (user.map.as_deref(), by_gpu.clone()) {
+            (Some("none"), _) => return Ok(None),
+            (Some(_), Some(l)) => (l, Origin::User),
+            (Some(m), None) => (
                 Layout::parse(m).map_err(syntax("--lama-map"))?,
                 Origin::User,
             ),
-            None => match &site.map {
+            (None, _) => match &site.map {
                 Some(l) => (
                     l.clone(),
                     if user.any() {
@@ -193,13 +251,19 @@ pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<StepReque
         };
     Ok(Some(StepRequest {
         layout,
-        bind: bind.or(site.bind),
+        // 1g is the user's binding: the site's default width does not replace it.
+        bind: if bind_gpu { None } else { bind.or(site.bind) },
         membind: membind.unwrap_or(site.membind),
         mppr: mppr.unwrap_or_else(|| site.mppr.clone()),
         order: order.unwrap_or(site.order),
         origin,
         verbose: user.verbose || site.verbose,
         omp: user.omp,
+        gpu: by_gpu.map(|_| GpuOptions {
+            per_gpu,
+            bind_gpu,
+            isolate: user.gpu_isolate,
+        }),
     }))
 }
 
@@ -269,6 +333,42 @@ pub(crate) mod tests {
         };
         let e = resolve(&user(Some("scbnh"), None), &strict).unwrap_err();
         assert!(e.to_string().contains("user_options=no"));
+    }
+
+    #[test]
+    fn placement_by_gpu() {
+        let mut u = user(Some("gcsbnh"), Some("1g"));
+        u.mppr = Some("2:g,1:c".into());
+        u.gpu_isolate = true;
+        let site = SiteConfig {
+            bind: Some(Bind::parse("1s").unwrap()),
+            ..SiteConfig::default()
+        };
+        let r = resolve(&u, &site).unwrap().unwrap();
+        assert_eq!(
+            (r.layout_text(), r.binding_text()),
+            ("gcsbnh".into(), "1g".into())
+        );
+        assert_eq!(r.mppr.to_string(), "1:c");
+        assert_eq!(
+            r.gpu,
+            Some(GpuOptions {
+                per_gpu: Some(2),
+                bind_gpu: true,
+                isolate: true
+            })
+        );
+        for (map, bind, mppr, isolate) in [
+            ("scbnh", Some("1g"), None, false),
+            ("scbnh", None, Some("1:g"), false),
+            ("scbnh", None, None, true),
+        ] {
+            let mut u = user(Some(map), bind);
+            u.mppr = mppr.map(String::from);
+            u.gpu_isolate = isolate;
+            let e = resolve(&u, &SiteConfig::default()).unwrap_err().to_string();
+            assert!(e.contains("lead --lama-map with 'g'"), "{e}");
+        }
     }
 
     #[test]

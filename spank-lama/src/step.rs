@@ -7,7 +7,7 @@ use crate::placement::{self, TaskPlacement};
 use crate::plan_file::{self, PLAN_VARIABLE};
 use crate::request::{StepRequest, UserOptions};
 use crate::step_cpus::{self, StepCpus};
-use crate::{inherited, topology};
+use crate::{gpus, inherited, topology};
 use lama_engine::{Bind, CpuList, Membind};
 use lama_planfile::PlanFile;
 use slurm_spank::{spank_log_user, SpankHandle};
@@ -86,7 +86,7 @@ pub fn by_layout(
 ) -> Result<Step, StepError> {
     let needs =
         crate::topo_source::needed_levels(&request.layout, request.binding(), &request.mppr);
-    let (resolved, micros) = topology::for_step(site, node, &needs)?;
+    let (resolved, micros) = topology::for_step(site, node, &needs, request.gpu.is_some())?;
     let job = spank.job_id().map_err(|e| e.to_string())?;
     let step = spank.job_stepid().map_err(|e| e.to_string())?;
     let cpus =
@@ -113,6 +113,11 @@ pub fn by_layout(
     );
     let overcommit =
         env(spank, "SLURM_OVERCOMMIT").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("yes"));
+    if request.gpu.is_some() {
+        return by_gpu(
+            spank, node, &machine, request, &globals, overcommit, &resolved,
+        );
+    }
     let local =
         placement::place_local(&machine, request, &globals, overcommit, per_task).map_err(|e| {
             match e {
@@ -142,6 +147,48 @@ pub fn by_layout(
         request,
         cpus: per_task,
         tasks: local.tasks,
+    })
+}
+
+/// This node's placement of a step by GPU (a layout led by `g`), or why not.
+fn by_gpu(
+    spank: &SpankHandle,
+    node: &str,
+    machine: &lama_engine::Machine,
+    request: &StepRequest,
+    globals: &[u32],
+    overcommit: bool,
+    resolved: &crate::topo_source::Resolved,
+) -> Result<Step, StepError> {
+    let vendor = gpus::machine_gpus(machine)
+        .first()
+        .map_or(String::new(), |d| d.vendor.clone());
+    let step_gpus = gpus::read(|name| env(spank, name), &vendor)?;
+    let (tasks, notes) = gpus::place_here(machine, request, &step_gpus, globals, overcommit)?;
+    tracing::info!(
+        node, source = %resolved.source, cpus = %machine.available(),
+        "lama: placed {} task(s) by GPU (SLURM_STEP_GPUS {}) with layout g{}",
+        globals.len(), step_gpus.slurm.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+        request.layout
+    );
+    for note in &notes {
+        tracing::warn!(node, "lama: {note}");
+        spank_log_user!("lama: {node}: {note}");
+    }
+    if let Some(kind) = &step_gpus.gpu_bind {
+        if spank.job_nodeid().unwrap_or(0) == 0 {
+            spank_log_user!(
+                "lama: {node}: warning: --gpu-bind={kind} and a LAMA layout led by 'g' both \
+                 choose each task's GPUs; LAMA's choice replaces Slurm's. Leave out \
+                 --gpu-bind, or lead the layout without 'g' to keep Slurm's"
+            );
+        }
+    }
+    step_messages(spank, node, machine, request, None);
+    Ok(Step::Layout {
+        request: request.clone(),
+        cpus: StepCpus::default(),
+        tasks,
     })
 }
 
@@ -178,7 +225,7 @@ fn step_messages(
             );
         }
     }
-    if request.verbose {
+    if request.verbose && request.gpu.is_none() {
         let layout = lama_engine::Request {
             bind: request.binding(),
             mppr: request.mppr.clone(),
@@ -213,7 +260,7 @@ pub fn by_plan(
         Some(m) => Membind::parse(m).map_err(|d| d.headline())?,
         None => site.membind,
     };
-    let (resolved, micros) = topology::for_step(site, node, &[])?;
+    let (resolved, micros) = topology::for_step(site, node, &[], false)?;
     let job = spank.job_id().map_err(|e| e.to_string())?;
     let step = spank.job_stepid().map_err(|e| e.to_string())?;
     let cpus: CpuList =

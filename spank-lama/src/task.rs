@@ -62,6 +62,13 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
                 };
                 setenv(spank, name, value)?;
             }
+            // GPU visibility replaces Slurm's; a NIC variable the user set is left alone.
+            for (name, value) in &task.devices {
+                let user_choice = matches!(*name, "UCX_NET_DEVICES" | "NCCL_IB_HCA");
+                if !(user_choice && has(spank, name)) {
+                    setenv(spank, name, value.clone())?;
+                }
+            }
             // The user's own OMP_NUM_THREADS wins.
             if request.omp && bound && !has(spank, "OMP_NUM_THREADS") {
                 let threads = task_env::omp_threads(*cpus, task);

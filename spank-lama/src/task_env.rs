@@ -48,10 +48,24 @@ pub fn verbose_line(
         }
         (m, _) => format!(", mems {} {m}", task.mems),
     };
+    let devices: String = ["LAMA_GPUS", "LAMA_NICS"]
+        .iter()
+        .filter_map(|name| {
+            let (_, v) = task.devices.iter().find(|(k, _)| k == name)?;
+            let what = if *name == "LAMA_GPUS" { "gpus" } else { "nic" };
+            Some(format!(", {what} {v}"))
+        })
+        .collect();
     format!(
-        "lama-bind={bind} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action}{memory}, mapped \
-         PU L#{} P#{} {}",
-        plan.layout, task.global, local, task.pu_logical, task.pu_os, task.picture
+        "lama-bind={} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action}{memory}{devices}, \
+         mapped PU L#{} P#{} {}",
+        plan.binding_text(),
+        plan.layout_text(),
+        task.global,
+        local,
+        task.pu_logical,
+        task.pu_os,
+        task.picture
     )
 }
 
@@ -67,8 +81,8 @@ pub fn memory_binding(plan: &StepRequest, task: &TaskPlacement) -> Option<(Membi
 pub fn task_environment(plan: &StepRequest, task: &TaskPlacement) -> Vec<(&'static str, String)> {
     let bind = plan.binding();
     let mut env = vec![
-        ("LAMA_LAYOUT", plan.layout.to_string()),
-        ("LAMA_BIND", bind.to_string()),
+        ("LAMA_LAYOUT", plan.layout_text()),
+        ("LAMA_BIND", plan.binding_text()),
         ("LAMA_MPPR", plan.mppr.to_string()),
         ("LAMA_ORDER", plan.order.to_string()),
         ("LAMA_CPUS", task.cpus.to_string()),

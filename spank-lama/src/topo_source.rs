@@ -20,7 +20,7 @@
 //! likewise marks every PU available.
 
 use crate::config::SiteConfig;
-use lama_engine::{Bind, CpuList, Layout, Level, Machine, Mppr};
+use lama_engine::{Bind, CpuList, DeviceKind, Layout, Level, Machine, Mppr};
 use lama_hwloc::{load_whole, LoadError, Source};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,12 @@ pub struct Resolved {
 }
 
 /// Loads a file and checks that it describes this node and has every level in `needs`.
-fn from_file(path: &Path, online: &CpuList, needs: &[Level]) -> Result<Machine, String> {
+fn from_file(
+    path: &Path,
+    online: &CpuList,
+    needs: &[Level],
+    gpus: bool,
+) -> Result<Machine, String> {
     let machine = load_whole(&Source::Xml(path.to_path_buf())).map_err(|e| e.to_string())?;
     let pus = CpuList::from_cpus(machine.pus().iter().map(|p| p.os));
     if &pus != online {
@@ -83,6 +88,13 @@ fn from_file(path: &Path, online: &CpuList, needs: &[Level]) -> Result<Machine, 
             path.display(),
             names.join(", "),
             tokens.join(" ")
+        ));
+    }
+    if gpus && !machine.devices().iter().any(|d| d.kind == DeviceKind::Gpu) {
+        return Err(format!(
+            "{} has no GPU (no I/O objects: Slurm's cached XML never has them), and this \
+             step's layout places by GPU",
+            path.display()
         ));
     }
     Ok(machine)
@@ -121,9 +133,22 @@ pub fn node_topology(
     needs: &[Level],
     live: impl FnOnce() -> Result<Machine, LoadError>,
 ) -> Result<Resolved, String> {
+    node_topology_with(site, node, online, needs, false, live)
+}
+
+/// [`node_topology`] for a step that places by GPU when `gpus`: a file without GPUs is
+/// skipped like one without a level the step names.
+pub fn node_topology_with(
+    site: &SiteConfig,
+    node: &str,
+    online: &CpuList,
+    needs: &[Level],
+    gpus: bool,
+    live: impl FnOnce() -> Result<Machine, LoadError>,
+) -> Result<Resolved, String> {
     let mut skipped = Vec::new();
     match site.topology_for(node) {
-        Some(Ok(path)) => match from_file(&path, online, needs) {
+        Some(Ok(path)) => match from_file(&path, online, needs, gpus) {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,
@@ -154,7 +179,7 @@ pub fn node_topology(
             skipped.push(format!("{what}: {} does not exist", path.display()));
             continue;
         }
-        match crate::topo_cache::trusted(path).and_then(|()| from_file(path, online, needs)) {
+        match crate::topo_cache::trusted(path).and_then(|()| from_file(path, online, needs, gpus)) {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,
@@ -180,8 +205,11 @@ pub fn node_topology_live(
     node: &str,
     online: &CpuList,
     needs: &[Level],
+    gpus: bool,
 ) -> Result<Resolved, String> {
-    node_topology(site, node, online, needs, || load_whole(&Source::Live))
+    node_topology_with(site, node, online, needs, gpus, || {
+        load_whole(&Source::Live)
+    })
 }
 
 #[cfg(test)]

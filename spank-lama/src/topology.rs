@@ -5,16 +5,18 @@ use crate::config::SiteConfig;
 use crate::topo_source;
 
 /// This node's topology from the first usable source that has every level of `needs` (the
-/// step's layout, binding and MPPR levels, [`topo_source::needed_levels`]; none for a plan),
+/// step's layout, binding and MPPR levels, [`topo_source::needed_levels`]; none for a plan)
+/// and, with `gpus`, GPUs,
 /// with the time it took in microseconds; each source skipped is logged with its reason.
 pub fn for_step(
     site: &SiteConfig,
     node: &str,
     needs: &[lama_engine::Level],
+    gpus: bool,
 ) -> Result<(topo_source::Resolved, u128), String> {
     let start = std::time::Instant::now();
     let online = lama_hwloc::online_cpus().map_err(|e| e.to_string())?;
-    let resolved = topo_source::node_topology_live(site, node, &online, needs)
+    let resolved = topo_source::node_topology_live(site, node, &online, needs, gpus)
         .map_err(|e| format!("cannot get this node's topology: {e}"))?;
     for skipped in &resolved.skipped {
         tracing::info!(node, "lama: topology source skipped: {skipped}");

@@ -1,0 +1,293 @@
+//! A step placed by GPU (a layout led by `g`, docs/devices.md): the GPUs Slurm gave the step on
+//! this node, mapped to the topology's PCI devices, and each task's GPUs, NIC, CPUs and
+//! variables.
+//!
+//! Slurm writes the step's GPUs into the step's environment before `user_init`
+//! (`SLURM_STEP_GPUS`: Slurm's indexes; the vendor variable, e.g. `CUDA_VISIBLE_DEVICES`: what
+//! the runtime will see, renumbered from 0 under `ConstrainDevices=yes`). Both are read here;
+//! a step without them, or whose GPUs the topology lacks, is not placed (fail closed).
+
+use crate::placement::{omp_place_list, omp_places, TaskPlacement};
+use crate::request::StepRequest;
+use lama_engine::{
+    numa_nodes, place_by_gpu, render, Device, DeviceKind, GpuError, GpuRequest, Machine,
+};
+use lama_slurm::gpu::{nic_variables, parse_indexes, step_gpus, task_variables, visible_variable};
+
+/// The GPUs of a step on this node, as Slurm gave them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepGpus {
+    /// Slurm's indexes (`SLURM_STEP_GPUS`), in Slurm's order.
+    pub slurm: Vec<u32>,
+    /// Slurm's value of the vendor variable, one token per GPU, if Slurm set it.
+    pub tokens: Option<Vec<String>>,
+    /// `--gpus-per-task` (1 when not given).
+    pub per_task: u32,
+    /// `--gpu-bind` was given (`SLURM_GPU_BIND`): LAMA's assignment replaces it.
+    pub gpu_bind: Option<String>,
+}
+
+/// The number in `--gpus-per-task`'s `[type:]count`.
+fn per_task(text: &str) -> Result<u32, String> {
+    text.rsplit(':')
+        .next()
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("SLURM_GPUS_PER_TASK '{text}' is not a GPU count"))
+}
+
+/// Reads the step's GPUs from its environment (`env`); `vendor` names the variable read.
+pub fn read(env: impl Fn(&str) -> Option<String>, vendor: &str) -> Result<StepGpus, String> {
+    let list = env("SLURM_STEP_GPUS")
+        .filter(|l| !l.trim().is_empty())
+        .ok_or(
+            "the step has no GPU on this node (SLURM_STEP_GPUS is not set): ask for GPUs with \
+         srun --gpus-per-task=K, --gpus=N or --gres=gpu:N",
+        )?;
+    let slurm = parse_indexes(&list)?;
+    let tokens = env(visible_variable(vendor)).map(|v| {
+        v.split(',')
+            .map(|t| t.trim().to_string())
+            .collect::<Vec<_>>()
+    });
+    let per_task = match env("SLURM_GPUS_PER_TASK") {
+        Some(t) => per_task(&t)?,
+        None => 1,
+    };
+    Ok(StepGpus {
+        slurm,
+        tokens,
+        per_task,
+        gpu_bind: env("SLURM_GPU_BIND").filter(|b| !b.is_empty() && b != "none"),
+    })
+}
+
+/// The GPUs of `machine` (PCI bus order).
+pub fn machine_gpus(machine: &Machine) -> Vec<&Device> {
+    machine
+        .devices()
+        .iter()
+        .filter(|d| d.kind == DeviceKind::Gpu)
+        .collect()
+}
+
+/// This node's tasks placed by GPU, by local task id, and the notes for the user. `machine`
+/// is restricted to the step's CPUs; `globals[i]` is local task `i`'s global rank.
+pub fn place_here(
+    machine: &Machine,
+    request: &StepRequest,
+    gpus: &StepGpus,
+    globals: &[u32],
+    overcommit: bool,
+) -> Result<(Vec<TaskPlacement>, Vec<String>), String> {
+    let Some(options) = request.gpu else {
+        return Err("the request does not place by GPU".to_string());
+    };
+    let all = machine_gpus(machine);
+    let devices = step_gpus(&all, &gpus.slurm)?;
+    let req = GpuRequest {
+        layout: request.layout.clone(),
+        bind: (!options.bind_gpu).then(|| request.binding()),
+        mppr: request.mppr.clone(),
+        per_gpu: options.per_gpu,
+        gpus_per_task: gpus.per_task,
+        order: request.order,
+        oversubscribe: overcommit,
+    };
+    let placed = place_by_gpu(
+        machine,
+        &devices,
+        globals.len() as u32,
+        &req,
+        "the step has no GPU here",
+    )
+    .map_err(|e| match e {
+        GpuError::Place { .. } if !overcommit => {
+            format!("{e} (to oversubscribe: srun --overcommit)")
+        }
+        e => e.to_string(),
+    })?;
+    let vendor = devices.first().map_or("", |d| d.vendor.as_str());
+    let tokens = gpus.tokens.as_deref();
+    let mut notes = placed.notes.clone();
+    if tokens.is_some_and(|t| t.len() != gpus.slurm.len()) || tokens.is_none() {
+        notes.push(format!(
+            "{} does not list one GPU for each of SLURM_STEP_GPUS ({}): it is left as Slurm set \
+             it, and each task's GPUs are only in LAMA_GPUS",
+            visible_variable(vendor),
+            gpus.slurm
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    let mut by_rank: Vec<usize> = (0..globals.len()).collect();
+    by_rank.sort_by_key(|&i| globals[i]);
+    let mut out: Vec<Option<TaskPlacement>> = vec![None; globals.len()];
+    for (k, &local) in by_rank.iter().enumerate() {
+        let t = &placed.tasks[k];
+        let mut env = task_variables(vendor, tokens, &gpus.slurm, &t.gpus, options.isolate);
+        if let Some(n) = t.nic {
+            env.extend(nic_variables(&machine.devices()[n]));
+        }
+        let places = if request.omp {
+            omp_places(machine, &t.bound_logical, false)
+        } else {
+            Vec::new()
+        };
+        out[local] = Some(TaskPlacement {
+            global: globals[local],
+            pu_os: machine.pus()[t.pu_logical as usize].os,
+            pu_logical: t.pu_logical,
+            cpus: t.cpus.clone(),
+            picture: if request.verbose {
+                render::picture(machine, &t.bound_logical)
+            } else {
+                String::new()
+            },
+            omp_places: omp_place_list(&places),
+            omp_place_count: places.len(),
+            mems: numa_nodes(machine, &t.bound_logical),
+            devices: env,
+        });
+    }
+    Ok((out.into_iter().flatten().collect(), notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SiteConfig;
+    use crate::request::{resolve, UserOptions};
+    use lama_engine::{CpuList, DeviceSpec, Level, MachineBuilder};
+
+    /// Two packages of two cores; GPUs 0,1 near package 0 and 2,3 near package 1; one
+    /// InfiniBand card per package.
+    fn node() -> Machine {
+        let mut b = MachineBuilder::new("gpu-node");
+        for q in 0..4 {
+            b.pu(q, true);
+        }
+        b.object(Level::Socket, Some(0), &[0, 1]);
+        b.object(Level::Socket, Some(1), &[2, 3]);
+        for q in 0..4 {
+            b.object(Level::Core, Some(q), &[q]);
+        }
+        let dev = |kind, bus: &str, name: &str, pus: &[u32]| DeviceSpec {
+            kind,
+            vendor: if kind == DeviceKind::Gpu {
+                "NVIDIA"
+            } else {
+                "Mellanox"
+            }
+            .into(),
+            bus_id: bus.into(),
+            uuid: None,
+            names: vec![name.into()],
+            pus_os: pus.to_vec(),
+            near: "Package".into(),
+        };
+        b.device(dev(DeviceKind::Gpu, "0000:01:00.0", "cuda0", &[0, 1]));
+        b.device(dev(DeviceKind::Gpu, "0000:02:00.0", "cuda1", &[0, 1]));
+        b.device(dev(DeviceKind::Gpu, "0000:81:00.0", "cuda2", &[2, 3]));
+        b.device(dev(DeviceKind::Gpu, "0000:82:00.0", "cuda3", &[2, 3]));
+        b.device(dev(DeviceKind::Nic, "0000:03:00.0", "mlx5_0", &[0, 1]));
+        b.device(dev(DeviceKind::Nic, "0000:83:00.0", "mlx5_1", &[2, 3]));
+        b.build().unwrap()
+    }
+
+    fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    fn request(map: &str, bind: Option<&str>, isolate: bool) -> StepRequest {
+        let user = UserOptions {
+            map: Some(map.into()),
+            bind: bind.map(String::from),
+            gpu_isolate: isolate,
+            ..UserOptions::default()
+        };
+        resolve(&user, &SiteConfig::default()).unwrap().unwrap()
+    }
+
+    fn var<'a>(t: &'a TaskPlacement, name: &str) -> Option<&'a str> {
+        t.devices
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn a_partial_step_with_constrained_devices() {
+        // Slurm gave GPUs 1 and 2 (one per package) and, under ConstrainDevices, numbers them
+        // 0 and 1 for CUDA. The step has CPUs 1-3. By hand: task 0 gets GPU 1 (near package
+        // 0, whose only step CPU is 1), task 1 GPU 2 (package 1, first core: CPU 2).
+        let m = node().restrict(&CpuList::parse("1-3").unwrap());
+        let gpus = read(
+            env_of(&[("SLURM_STEP_GPUS", "1,2"), ("CUDA_VISIBLE_DEVICES", "0,1")]),
+            "NVIDIA",
+        )
+        .unwrap();
+        let (tasks, notes) =
+            place_here(&m, &request("gcsbnh", None, false), &gpus, &[7, 8], false).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(tasks[0].cpus.to_string(), "1");
+        assert_eq!(tasks[1].cpus.to_string(), "2");
+        assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("1"));
+        assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("0,1"));
+        assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("2"));
+        assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("1,0"));
+        assert_eq!(var(&tasks[1], "UCX_NET_DEVICES"), Some("mlx5_1:1"));
+        assert_eq!(var(&tasks[0], "NCCL_IB_HCA"), Some("mlx5_0"));
+    }
+
+    #[test]
+    fn isolation_and_binding_to_the_gpu_cpus() {
+        let m = node();
+        let gpus = read(
+            env_of(&[
+                ("SLURM_STEP_GPUS", "0,1,2,3"),
+                ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+            ]),
+            "NVIDIA",
+        )
+        .unwrap();
+        // Local task 0 is global rank 5 and local task 1 rank 4: rank 4 comes first.
+        let (tasks, _) = place_here(
+            &m,
+            &request("gcsbnh", Some("1g"), true),
+            &gpus,
+            &[5, 4],
+            false,
+        )
+        .unwrap();
+        assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0"));
+        assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("1"));
+        assert_eq!(tasks[0].cpus.to_string(), "0-1");
+    }
+
+    #[test]
+    fn steps_without_gpus_or_with_gpus_the_topology_lacks_are_refused() {
+        let e = read(env_of(&[]), "NVIDIA").unwrap_err();
+        assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
+        let gpus = read(env_of(&[("SLURM_STEP_GPUS", "4")]), "NVIDIA").unwrap();
+        let e = place_here(&node(), &request("g", None, false), &gpus, &[0], false).unwrap_err();
+        assert!(
+            e.starts_with("Slurm's GPU 4 is not in this node's topology"),
+            "{e}"
+        );
+        let per = read(
+            env_of(&[("SLURM_STEP_GPUS", "0"), ("SLURM_GPUS_PER_TASK", "tesla:2")]),
+            "NVIDIA",
+        )
+        .unwrap();
+        assert_eq!(per.per_task, 2);
+        let e = place_here(&node(), &request("g", None, false), &per, &[0], false).unwrap_err();
+        assert!(e.starts_with("each task asks for 2 GPUs"), "{e}");
+    }
+}

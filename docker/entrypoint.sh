@@ -8,7 +8,10 @@ role=${1:?usage: entrypoint.sh controller|node}
 # namespace. Docker mounts them read-only; a fresh mount of the controller over it
 # (CAP_SYS_ADMIN) is writable. A controller that cannot be mounted is a fatal error.
 remount_cgroups() {
-    for ctrl in cpuset freezer memory; do
+    local ctrls=(cpuset freezer memory)
+    # ConstrainDevices=yes (a configuration row) also needs the devices controller.
+    grep -qi '^ConstrainDevices=yes' /etc/slurm/cgroup.conf && ctrls+=(devices)
+    for ctrl in "${ctrls[@]}"; do
         mount -t cgroup -o "$ctrl" cgroup "/sys/fs/cgroup/$ctrl" \
             || { echo "entrypoint: cannot mount the $ctrl cgroup read-write" >&2; exit 1; }
     done
@@ -81,6 +84,12 @@ case "$role" in
     node)
         remount_cgroups
         node=$(hostname -s)
+        # The GPUs gres.conf gives this node: fake character devices with distinct minors,
+        # which is all Slurm looks at (AutoDetect=off).
+        for minor in $(sed -n "s|^NodeName=$node Name=gpu File=/dev/nvidia\[\([0-9]*\)-\([0-9]*\)\].*|\1 \2|p" \
+                /etc/slurm/gres.conf | while read -r a b; do seq "$a" "$b"; done); do
+            [ -e "/dev/nvidia$minor" ] || mknod -m 0666 "/dev/nvidia$minor" c 195 "$minor"
+        done
         if [[ " $host_topology " == *" $node "* ]]; then
             echo "entrypoint: $node discovers the host's real topology" >&2
         else

@@ -7,8 +7,9 @@
 //!   get consecutive GPUs, then the rest of the layout (`csbnh`) places the tasks of each GPU
 //!   on the CPUs near it. GPUs are visited in the order of the CPUs near them (then PCI bus
 //!   order), so ranks follow the CPUs even where GPU numbers do not.
-//! - **`1g` binds** a task to all the CPUs near its GPU (alias `gpu`); any other width binds
-//!   as usual but must fit inside those CPUs.
+//! - **`1g` binds** a task to all the CPUs near its GPU (alias `gpu`), shared with the other
+//!   tasks of GPUs near them (never an oversubscription); any other width binds as usual but
+//!   must fit inside those CPUs.
 //! - **`k:g` in the MPPR list** allows at most `k` tasks per GPU; without it tasks share GPUs
 //!   round-robin when there are more tasks than GPUs.
 //! - **GPUs per task** (`k`, the resource manager's `--gpus-per-task`): each task gets `k`
@@ -470,7 +471,9 @@ pub fn place_by_gpu(
             bind: req.bind.unwrap_or(Bind::None),
             mppr: req.mppr.clone(),
             order: req.order,
-            oversubscribe: req.oversubscribe,
+            // Under 1g the tasks of GPUs near the same CPUs share them by design: only their
+            // mapped PU comes from the layout, and it may repeat.
+            oversubscribe: req.oversubscribe || req.bind.is_none(),
             np: mine.len() as u32,
             bind_within: false,
         };

@@ -668,6 +668,49 @@ t_bad_plan_refused() {
 # The value of KEY in a member's slurm.conf: slurm_conf MEMBER KEY
 slurm_conf() { on "$1" sh -c "grep -E '^$2=' /etc/slurm/slurm.conf | cut -d= -f2-"; }
 
+t_gpu_placement() {
+    # node1 has four GPUs (docker/gres.conf, docker/node1-gpus.xml): by hand from the XML, GPUs
+    # 0 and 1 and mlx5_0 are near CPU 0 (socket 0), GPUs 2 and 3 and mlx5_1 near CPU 1.
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${CUDA_VISIBLE_DEVICES-unset} ${LAMA_NICS-unset} ${UCX_NET_DEVICES-unset} ${SLURM_STEP_GPUS-unset} ${CUDA_DEVICE_ORDER-unset}"'
+    # One GPU per task: whichever GPUs Slurm gives, each task runs on the CPU of its GPU's
+    # socket, with that socket's card, and its own GPU first among the step's.
+    run_srun -w node1 -n2 --gpus-per-task=1 --lama-map=gcsbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    local rank host cpus gpus visible nic ucx step order
+    while read -r rank host cpus gpus visible nic ucx step order; do
+        [[ "$gpus" =~ ^[0-3]$ ]] || { fail "rank $rank: LAMA_GPUS [$gpus]"; return 1; }
+        assert_eq "rank $rank's CPU (GPU $gpus)" "$((gpus / 2))" "$cpus" || return 1
+        assert_eq "rank $rank's NIC" "mlx5_$((gpus / 2))" "$nic" || return 1
+        assert_eq "rank $rank's UCX_NET_DEVICES" "mlx5_$((gpus / 2)):1" "$ucx" || return 1
+        assert_eq "rank $rank: Slurm's own GPU for the task" "$gpus" "$step" || return 1
+        assert_eq "rank $rank: CUDA_DEVICE_ORDER" "PCI_BUS_ID" "$order" || return 1
+        [ "$(echo "$visible" | tr ',' '\n' | wc -l)" -eq 2 ] || { fail "rank $rank sees [$visible], not the step's two GPUs"; return 1; }
+    done < "$work/out"
+    # All four GPUs for two tasks, bound to the CPUs near each task's GPU (1g): GPUs 0 and 1,
+    # both near CPU 0. Without 'g' the second task would run on CPU 1.
+    run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g || fail "srun 1g failed: $(cat "$work/err")" || return 1
+    assert_eq "1g CPUs" "0 0" "$(report_field 3)" || return 1
+    assert_eq "1g GPUs" "0 1" "$(report_field 4)" || return 1
+    assert_eq "1g visible GPUs (own first)" "0,1,2,3 1,0,2,3" "$(report_field 5)" || return 1
+    run_srun -w node1 -n2 --gres=gpu:4 --lama-map=scbnh || fail "srun scbnh failed: $(cat "$work/err")" || return 1
+    assert_eq "without g" "0 1" "$(report_field 3)" || return 1
+    assert_eq "without g, Slurm's CUDA_VISIBLE_DEVICES" "0,1,2,3 0,1,2,3" "$(report_field 5)" || return 1
+    assert_eq "without g, no LAMA_GPUS" "unset unset" "$(report_field 4)" || return 1
+    # Isolation: each task sees only its own GPU.
+    run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g --lama-gpu-isolate || fail "srun isolate failed: $(cat "$work/err")" || return 1
+    assert_eq "isolated visible GPUs" "0 1" "$(report_field 5)" || return 1
+    # At most one task per GPU with two GPUs: three tasks are refused on the node.
+    as_user srun -w node1 -n3 -O --gres=gpu:2 --lama-map=gcsbnh --lama-mppr=1:g true > "$work/out" 2> "$work/err" \
+        && { fail "three tasks on two GPUs with 1:g ran"; return 1; }
+    grep -qF "3 tasks with at most 1 per GPU need 3 GPU(s)" "$work/err" || fail "no k:g message: $(cat "$work/err")" || return 1
+    # A step without GPUs, and 1g without a g layout (refused by srun before launch).
+    as_user srun -w node2 -n1 --lama-map=gcsbnh true > "$work/out" 2> "$work/err" \
+        && { fail "a g layout without GPUs ran"; return 1; }
+    grep -qF "SLURM_STEP_GPUS is not set" "$work/err" || fail "no message for a step without GPUs: $(cat "$work/err")" || return 1
+    as_user srun -w node1 -n1 --lama-map=scbnh --lama-bind=1g true > "$work/out" 2> "$work/err" \
+        && { fail "1g without a g layout ran"; return 1; }
+    grep -qF "lead --lama-map with 'g'" "$work/err" || fail "no message for 1g alone: $(cat "$work/err")"
+}
+
 t_cpu_bind_and_lama() {
     # --cpu-bind and a LAMA binding together: LAMA binds last and wins; the user is told once.
     run_srun -N2 -w node1,node3 -n4 --cpu-bind=cores --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1

@@ -1,11 +1,11 @@
 //! `lama map` with a layout led by `g`: which task gets which GPU, NIC and CPUs, node by node,
 //! with tasks split over the nodes as `srun -N -n` does by default (docs/devices.md).
 
-use crate::{node_list, nodes_and_names, print, print_human, Failure, MapArgs};
+use crate::{node_list, nodes_and_names, print, print_human, rank_split, Failure, MapArgs};
 use lama_engine::{
     gpu_name, place_by_gpu, render, Device, DeviceKind, GpuError, GpuRequest, GpuTask, Machine,
 };
-use lama_slurm::distribution::even_split;
+use lama_slurm::distribution::{count_list, Distribution};
 use lama_slurm::gpu::{nic_variables, parse_indexes, step_gpus, task_variables};
 
 /// One task in the JSON output.
@@ -59,15 +59,22 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         .map(parse_indexes)
         .transpose()
         .map_err(|e| Failure::Usage(format!("--gpus: {e}")))?;
-    let counts = even_split(nodes.len(), args.np);
+    // srun deals the ranks to the nodes (block unless --distribution says otherwise); each
+    // node places its own, in ascending rank order.
+    let ranks = match rank_split(args, &nodes)? {
+        Some(split) => split.ranks,
+        None => Distribution::Block.ranks(&Distribution::Block.counts(nodes.len(), args.np)),
+    };
+    let counts: Vec<u32> = ranks.iter().map(|r| r.len() as u32).collect();
     let mut text = format!(
-        "{req}: {} task(s) on {} node(s) ({} per node, as srun -N{} -n{} splits them); \
-         tasks go round-robin over each node's GPUs in the order of the CPUs near them\n",
+        "{req}: {} task(s) on {} node(s) (tasks per node {}, as srun -N{} -n{} -m {} gives \
+         them); tasks go round-robin over each node's GPUs in the order of the CPUs near them\n",
         args.np,
         nodes.len(),
-        lama_engine::render::runs(&counts.iter().map(u32::to_string).collect::<Vec<_>>()),
+        count_list(&counts),
         nodes.len(),
-        args.np
+        args.np,
+        args.distribution.as_deref().unwrap_or("block"),
     );
     let mut json = JsonGpuPlacement {
         request: req.to_string(),
@@ -75,8 +82,8 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         processes: Vec::new(),
         notes: Vec::new(),
     };
-    let mut rank = 0u32;
-    for (k, (&m, &np)) in nodes.iter().zip(&counts).enumerate() {
+    for (k, (&m, node_ranks)) in nodes.iter().zip(&ranks).enumerate() {
+        let np = node_ranks.len() as u32;
         let name = names
             .as_ref()
             .map_or(m.name().to_string(), |n| n[k].clone());
@@ -108,14 +115,13 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             json.notes.push(format!("node {name}: {note}"));
         }
         if args.node.is_some_and(|only| only as usize != k) || np == 0 {
-            rank += np;
             continue;
         }
         text += &format!("\nnode {k} ({name}):\n");
         if !args.summary {
             text += "  rank  gpu(s)  bus id(s)       nic       cpus    picture\n";
         }
-        for t in &placed.tasks {
+        for (t, &rank) in placed.tasks.iter().zip(node_ranks) {
             let ids: Vec<u32> = t.gpus.iter().map(|&g| slurm[g]).collect();
             let nic = t
                 .nic
@@ -145,7 +151,6 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
                 cpus: t.cpus.cpus().to_vec(),
                 env: env.into_iter().collect(),
             });
-            rank += 1;
         }
         if !args.summary {
             text += "  GPUs here (Slurm's numbers are PCI bus order):\n";

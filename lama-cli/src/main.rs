@@ -10,6 +10,7 @@ use lama_engine::{
     MAP_ALIASES,
 };
 use lama_hwloc::Source;
+use lama_slurm::distribution::{count_list, parse_counts, Distribution};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -178,6 +179,19 @@ struct MapArgs {
     /// Print only this node's table (0 is the first node).
     #[arg(long, value_name = "INDEX", conflicts_with = "json")]
     node: Option<u32>,
+    /// Preview what srun and the plugin do: srun deals the ranks to the nodes by this
+    /// distribution (block, cyclic, plane=P), then each node places its own ranks by the layout.
+    /// Without it (and without --tasks-per-node), the layout itself spreads ranks over nodes.
+    #[arg(long, short = 'd', value_name = "block|cyclic|plane=P")]
+    distribution: Option<String>,
+    /// With --distribution: the tasks of each node as Slurm sets SLURM_TASKS_PER_NODE (4,4,2 or
+    /// 4(x2),2); needed when the nodes differ. Default: srun's split on nodes alike.
+    #[arg(long, value_name = "LIST")]
+    tasks_per_node: Option<String>,
+    /// Print only these ranks' rows: one rank (7) or a range (100-199); nodes without any of
+    /// them are left out.
+    #[arg(long, value_name = "FIRST[-LAST]", conflicts_with_all = ["json", "summary"])]
+    ranks: Option<String>,
     /// Allow more processes than positions (further passes ignore MPPR limits); srun's
     /// spelling --overcommit is accepted too.
     #[arg(long, visible_alias = "overcommit")]
@@ -440,27 +454,58 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     };
     // As the plugin does: the -c default binding never makes tasks share CPUs; when the widened
     // binding cannot do that, each task gets exactly its -c CPUs.
-    let placed = if bind_within {
-        let exact: Vec<Bind> = machines
-            .iter()
-            .map(|m| exact_binding(m, args.cpus_per_task.max(1), unit))
-            .collect();
-        let exact = if exact.iter().all(|b| *b == exact[0]) {
-            exact[0]
-        } else {
-            Bind::None
-        };
-        place_cpus_per_task(&nodes, &req, exact)
+    let exact: Vec<Bind> = machines
+        .iter()
+        .map(|m| exact_binding(m, args.cpus_per_task.max(1), unit))
+        .collect();
+    let exact = if exact.iter().all(|b| *b == exact[0]) {
+        exact[0]
     } else {
-        place(&nodes, &req)
+        Bind::None
     };
-    let placement = placed.map_err(|e| match e {
+    fn place_on<'m>(
+        nodes: &[&'m Machine],
+        req: &Request,
+        np: u32,
+        exact: Bind,
+    ) -> Result<Placement<'m>, PlaceError> {
+        let req = Request { np, ..req.clone() };
+        if req.bind_within {
+            place_cpus_per_task(nodes, &req, exact)
+        } else {
+            place(nodes, &req)
+        }
+    }
+    let failure = |e: PlaceError| match e {
         PlaceError::TooLarge { .. } => Failure::Usage(e.to_string()),
         PlaceError::Oversubscribed { .. } => {
             Failure::Place(format!("{e} (to oversubscribe: lama map --oversubscribe)"))
         }
         other => Failure::Place(other.to_string()),
-    })?;
+    };
+    let split = rank_split(&args, &nodes)?;
+    let placement = match &split {
+        None => place_on(&nodes, &req, args.np, exact).map_err(failure)?,
+        // As srun and the plugin do: ranks dealt to nodes first, each node's placed there.
+        Some(split) => {
+            let mut parts = Vec::with_capacity(nodes.len());
+            for (n, (&m, ranks)) in nodes.iter().zip(&split.ranks).enumerate() {
+                let part = place_on(&[m], &req, ranks.len() as u32, exact).map_err(failure);
+                parts.push(part.map_err(|f| match f {
+                    Failure::Usage(e) => Failure::Usage(format!("node {n}: {e}")),
+                    Failure::Place(e) => Failure::Place(format!("node {n}: {e}")),
+                })?);
+            }
+            Placement::join(parts, &split.ranks).ok_or_else(|| {
+                Failure::Place(format!(
+                    "--cpus-per-task {}: the nodes would be bound differently (some with the \
+                     widened binding, some with exactly {} CPU(s) per task); preview the \
+                     nodes one at a time",
+                    args.cpus_per_task, args.cpus_per_task
+                ))
+            })?
+        }
+    };
     let used = placement.request().bind;
     let fallback = if bind_within {
         lama_slurm::cpus_per_task::exact_fallback_note(
@@ -523,10 +568,21 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 unit.name()
             );
         }
-        let notes: Vec<String> = lama_slurm::distribution::node_assignment(&placement)
-            .into_iter()
-            .collect();
-        text += &render::placement_text(
+        let notes: Vec<String> = match &split {
+            Some(split) => split.notes(&placement),
+            None => lama_slurm::distribution::node_assignment(&placement)
+                .into_iter()
+                .collect(),
+        };
+        let ranks = args
+            .ranks
+            .as_deref()
+            .map(|r| rank_range(r, placement.len()))
+            .transpose()?;
+        // Written as it is made: a preview of a million ranks never waits for all its text.
+        print_human(&text)?;
+        text.clear();
+        render::write_placement_text(
             &placement,
             &notes,
             render::TextOptions {
@@ -534,6 +590,10 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 names: names.as_deref(),
                 summary_only: args.summary,
                 node: args.node,
+                ranks,
+            },
+            &mut |chunk| {
+                let _ = print_human(chunk);
             },
         );
         if !args.summary {
@@ -541,7 +601,8 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         }
         if membind != Membind::None {
             text += &format!("\nmemory binding {membind} (NUMA nodes, OS indexes):\n");
-            for r in 0..placement.len() {
+            let (first, last) = ranks.unwrap_or((0, u32::MAX));
+            for r in (first as usize)..placement.len().min(last as usize + 1) {
                 let info = placement.info(r);
                 let mems = numa_nodes(nodes[info.node as usize], &info.bound_logical);
                 text += &format!(
@@ -568,6 +629,112 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         }
         print_human(&text)
     }
+}
+
+/// How srun deals the ranks to the nodes (`--distribution`, `--tasks-per-node`).
+pub(crate) struct RankSplit {
+    distribution: Distribution,
+    /// What followed `:` in --distribution (Slurm's spread inside a node).
+    inside: Option<String>,
+    /// The global ranks of each node, ascending.
+    pub(crate) ranks: Vec<Vec<u32>>,
+}
+
+impl RankSplit {
+    /// The preview's lines on how the ranks reached the nodes.
+    fn notes(&self, p: &Placement<'_>) -> Vec<String> {
+        let counts: Vec<u32> = self.ranks.iter().map(|r| r.len() as u32).collect();
+        let mut notes = vec![format!(
+            "node assignment: srun -N{} -n{} -m {} (tasks per node {}); each node places its own \
+             ranks in ascending order by layout {}, as the plugin does",
+            self.ranks.len(),
+            p.len(),
+            self.distribution,
+            count_list(&counts),
+            p.request().layout
+        )];
+        if let Some(inside) = &self.inside {
+            notes.push(format!(
+                "-m {}:{inside}: where the tasks go inside a node is the layout's choice here; \
+                 the plugin replaces Slurm's :{inside}",
+                self.distribution
+            ));
+        }
+        notes
+    }
+}
+
+/// `--distribution` and `--tasks-per-node` for these nodes: `None` when neither is given (the
+/// layout spreads the ranks over the nodes itself).
+pub(crate) fn rank_split(args: &MapArgs, nodes: &[&Machine]) -> Result<Option<RankSplit>, Failure> {
+    if args.distribution.is_none() && args.tasks_per_node.is_none() {
+        return Ok(None);
+    }
+    let (distribution, inside) =
+        Distribution::parse(args.distribution.as_deref().unwrap_or("block"))
+            .map_err(|e| Failure::Usage(format!("--{e}")))?;
+    let counts = match &args.tasks_per_node {
+        Some(list) => {
+            let counts = parse_counts(list).map_err(|e| Failure::Usage(format!("--{e}")))?;
+            let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+            if counts.len() != nodes.len() || total != u64::from(args.np) {
+                return Err(Failure::Usage(format!(
+                    "--tasks-per-node {list}: {} count(s) adding up to {total}, but there are {} \
+                     node(s) and {} task(s)",
+                    counts.len(),
+                    nodes.len(),
+                    args.np
+                )));
+            }
+            counts
+        }
+        None => {
+            let alike = nodes.iter().all(|m| {
+                m.pus().len() == nodes[0].pus().len()
+                    && m.available().len() == nodes[0].available().len()
+            });
+            if !alike {
+                return Err(Failure::Usage(
+                    "--distribution on nodes of different sizes: srun chooses the task counts \
+                     from each node's CPUs; give them with --tasks-per-node as the job's \
+                     SLURM_TASKS_PER_NODE shows them"
+                        .into(),
+                ));
+            }
+            distribution.counts(nodes.len(), args.np)
+        }
+    };
+    Ok(Some(RankSplit {
+        distribution,
+        inside: inside.map(str::to_string),
+        ranks: distribution.ranks(&counts),
+    }))
+}
+
+/// `--ranks FIRST[-LAST]` read against the `np` ranks placed.
+fn rank_range(text: &str, np: usize) -> Result<(u32, u32), Failure> {
+    let bad = |why: &str| {
+        Failure::Usage(format!(
+            "--ranks {text}: {why}; give one rank (7) or a range (100-199) of ranks 0-{}",
+            np.saturating_sub(1)
+        ))
+    };
+    let number = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .map_err(|_| bad("not a rank number"))
+    };
+    let (first, last) = match text.split_once('-') {
+        Some((a, b)) => (number(a)?, number(b)?),
+        None => (number(text)?, number(text)?),
+    };
+    if first > last {
+        return Err(bad("the first rank is after the last"));
+    }
+    if first as usize >= np {
+        return Err(bad(&format!("there are {np} ranks")));
+    }
+    Ok((first, last))
 }
 
 #[derive(serde::Serialize)]

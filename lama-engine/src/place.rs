@@ -1201,6 +1201,74 @@ impl<'m> Placement<'m> {
             .collect()
     }
 
+    /// One placement of several nodes made of one placement per node (each of one node, in
+    /// node order), `ranks[n][k]` being the global rank of node `n`'s `k`-th process: what a
+    /// launcher does that deals ranks to nodes first and then places each node's ranks there.
+    /// The request is the first part's with `np` the total; the widths are those of the first
+    /// node that holds a process. `None` when the parts' bindings differ (the `-c` fallback
+    /// taken on some nodes only), a part is not of one node, or `ranks` does not name each of
+    /// the ranks 0..total exactly once with as many ranks per node as its part has processes.
+    pub fn join(parts: Vec<Placement<'m>>, ranks: &[Vec<u32>]) -> Option<Placement<'m>> {
+        let first = parts.first()?;
+        let (bind, mut request) = (first.request.bind, first.request.clone());
+        let first_widths = first.widths.clone();
+        let total: usize = ranks.iter().map(Vec::len).sum();
+        if parts.len() != ranks.len() {
+            return None;
+        }
+        let mut slots: Vec<Option<Process>> = vec![None; total];
+        let (mut nodes, mut node_view, mut views) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut widths, mut passes, mut blocks) = (None, 0, false);
+        for (n, (part, ranks)) in parts.into_iter().zip(ranks).enumerate() {
+            if part.nodes.len() != 1
+                || part.request.bind != bind
+                || part.processes.len() != ranks.len()
+            {
+                return None;
+            }
+            for (p, &r) in part.processes.iter().zip(ranks) {
+                let slot = slots.get_mut(r as usize)?;
+                if slot.is_some() {
+                    return None;
+                }
+                *slot = Some(Process {
+                    node: n as u32,
+                    ..*p
+                });
+            }
+            if widths.is_none() && !part.processes.is_empty() {
+                widths = Some(part.widths.clone());
+            }
+            passes = passes.max(part.passes);
+            blocks |= part.blocks;
+            nodes.push(part.nodes[0]);
+            node_view.push(views.len() as u32);
+            let view = part.node_view[0] as usize;
+            views.push(part.views.into_iter().nth(view)?);
+        }
+        request.np = total as u32;
+        Some(Placement {
+            nodes,
+            node_view,
+            views,
+            request,
+            widths: widths.unwrap_or(first_widths),
+            processes: slots.into_iter().collect::<Option<Vec<_>>>()?,
+            passes,
+            blocks,
+        })
+    }
+
+    /// The ranks placed on each node, ascending, in node order: [`Self::ranks_on`] for every
+    /// node in one pass over the processes.
+    pub fn ranks_by_node(&self) -> Vec<Vec<usize>> {
+        let mut out = vec![Vec::new(); self.nodes.len()];
+        for (r, p) in self.processes.iter().enumerate() {
+            out[p.node as usize].push(r);
+        }
+        out
+    }
+
     /// How many processes each node got, in node order.
     pub fn tasks_per_node(&self) -> Vec<u32> {
         let mut counts = vec![0u32; self.nodes.len()];

@@ -747,3 +747,36 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn joined_placements_keep_each_nodes_binding_under_its_global_rank() {
+    // Two nodes of 2 sockets x 2 cores; node 0 holds ranks 0 and 2, node 1 ranks 1 and 3
+    // (ranks dealt to nodes in turn). Each node places its ranks in ascending order by scbnh: the first on
+    // socket 0 core 0 (CPU 0), the second on socket 1 core 0 (CPU 2).
+    let m = synth("pack:2 core:2 pu:1");
+    let r = request("scbnh", "1c", 2);
+    let parts = vec![place(&[&m], &r).unwrap(), place(&[&m], &r).unwrap()];
+    let joined = Placement::join(parts, &[vec![0, 2], vec![1, 3]]).unwrap();
+    assert_eq!(joined.len(), 4);
+    assert_eq!(joined.request().np, 4);
+    assert_eq!(mapped(&joined), [(0, 0), (1, 0), (0, 2), (1, 2)]);
+    assert_eq!(cpus(&joined), ["0", "0", "2", "2"]);
+    assert_eq!(joined.tasks_per_node(), [2, 2]);
+    assert_eq!(joined.ranks_by_node(), [vec![0, 2], vec![1, 3]]);
+    // A node without tasks.
+    let empty = place(&[&m], &request("scbnh", "1c", 0)).unwrap();
+    let parts = vec![place(&[&m], &r).unwrap(), empty];
+    assert_eq!(
+        Placement::join(parts, &[vec![0, 1], vec![]])
+            .unwrap()
+            .tasks_per_node(),
+        [2, 0]
+    );
+    // Ranks named twice, missing, or bindings that differ: no placement.
+    let two = || vec![place(&[&m], &r).unwrap(), place(&[&m], &r).unwrap()];
+    assert!(Placement::join(two(), &[vec![0, 1], vec![1, 2]]).is_none());
+    assert!(Placement::join(two(), &[vec![0, 1], vec![2, 5]]).is_none());
+    let wide = place(&[&m], &request("scbnh", "1s", 2)).unwrap();
+    let parts = vec![place(&[&m], &r).unwrap(), wide];
+    assert!(Placement::join(parts, &[vec![0, 1], vec![2, 3]]).is_none());
+}

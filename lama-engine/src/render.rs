@@ -87,8 +87,7 @@ pub fn summary_line(p: &Placement<'_>) -> String {
     let mut per_node = Vec::new();
     let mut idle = 0usize;
     let mut available = 0usize;
-    for (n, m) in p.nodes().iter().enumerate() {
-        let ranks = p.ranks_on(n as u32);
+    for (m, ranks) in p.nodes().iter().zip(p.ranks_by_node()) {
         let sockets: Vec<String> = m
             .objects(Level::Socket)
             .iter()
@@ -157,6 +156,9 @@ pub struct TextOptions<'a> {
     pub summary_only: bool,
     /// Only this node's table.
     pub node: Option<u32>,
+    /// Only these ranks (first and last, inclusive) in the tables; nodes without any of them
+    /// are left out.
+    pub ranks: Option<(u32, u32)>,
 }
 
 /// The preview's text: the request, a summary, the caller's notes (one line each), then per node
@@ -164,11 +166,25 @@ pub struct TextOptions<'a> {
 /// picture, and the picture's legend. With `explain`, the width of each level over all nodes
 /// too (how many positions the round-robin counts).
 pub fn placement_text(p: &Placement<'_>, notes: &[String], opts: TextOptions<'_>) -> String {
+    let mut out = String::new();
+    write_placement_text(p, notes, opts, &mut |chunk| out.push_str(chunk));
+    out
+}
+
+/// [`placement_text`] handed to `sink` a piece at a time (the header, then one piece per node,
+/// then the legend), so that a large preview can be written out as it is made.
+pub fn write_placement_text(
+    p: &Placement<'_>,
+    notes: &[String],
+    opts: TextOptions<'_>,
+    sink: &mut dyn FnMut(&str),
+) {
     let TextOptions {
         explain,
         names,
         summary_only,
         node: only,
+        ranks: wanted,
     } = opts;
     let req = p.request();
     let mut out = String::new();
@@ -202,120 +218,140 @@ pub fn placement_text(p: &Placement<'_>, notes: &[String], opts: TextOptions<'_>
     for note in notes {
         let _ = writeln!(out, "{note}");
     }
+    sink(&out);
     if summary_only {
-        return out;
+        return;
     }
-    for (n, m) in p.nodes().iter().enumerate() {
+    let by_node = p.ranks_by_node();
+    for (n, (m, mut ranks)) in p.nodes().iter().zip(by_node).enumerate() {
         if only.is_some_and(|k| k as usize != n) {
             continue;
         }
-        let ranks = p.ranks_on(n as u32);
-        let containment: Vec<&str> = p.containment(n).iter().map(|l| l.token()).collect();
-        let _ = writeln!(
-            out,
-            "\nnode {n}: {} ({} PUs, {} available; levels outermost first: {})",
-            names.and_then(|v| v.get(n)).map_or_else(
-                || m.name().to_string(),
-                |name| format!("{name}, {}", m.name())
-            ),
-            m.pus().len(),
-            m.available().len(),
-            if containment.is_empty() {
-                "-".to_string()
-            } else {
-                containment.join(" > ")
+        if let Some((first, last)) = wanted {
+            ranks.retain(|&r| (first as usize..=last as usize).contains(&r));
+            if ranks.is_empty() {
+                continue;
             }
-        );
-        if ranks.is_empty() {
-            let _ = writeln!(out, "  no process   {}", picture(m, &[]));
-            continue;
         }
-        // Where the mapped PU is: its socket, NUMA node and core (logical indexes).
-        let coordinates = |pu: u32| -> String {
-            let at = |level: Level, tag: &str| {
-                m.objects(level)
-                    .iter()
-                    .position(|o| o.pus.contains(&pu))
-                    .map(|i| format!("{tag}{i}"))
-            };
+        sink(&node_table(p, n, m, &ranks, names));
+    }
+    sink(&format!("\n{LEGEND}\n"));
+}
+
+/// One node's piece of the preview: its heading and the table of `ranks` (all on node `n`).
+fn node_table(
+    p: &Placement<'_>,
+    n: usize,
+    m: &Machine,
+    ranks: &[usize],
+    names: Option<&[String]>,
+) -> String {
+    let req = p.request();
+    let mut out = String::new();
+    let containment: Vec<&str> = p.containment(n).iter().map(|l| l.token()).collect();
+    let _ = writeln!(
+        out,
+        "\nnode {n}: {} ({} PUs, {} available; levels outermost first: {})",
+        names.and_then(|v| v.get(n)).map_or_else(
+            || m.name().to_string(),
+            |name| format!("{name}, {}", m.name())
+        ),
+        m.pus().len(),
+        m.available().len(),
+        if containment.is_empty() {
+            "-".to_string()
+        } else {
+            containment.join(" > ")
+        }
+    );
+    if ranks.is_empty() {
+        let _ = writeln!(out, "  no process   {}", picture(m, &[]));
+        return out;
+    }
+    // Where the mapped PU is: its socket, NUMA node and core (logical indexes).
+    let coordinates = |pu: u32| -> String {
+        let at = |level: Level, tag: &str| {
+            m.objects(level)
+                .iter()
+                .position(|o| o.pus.contains(&pu))
+                .map(|i| format!("{tag}{i}"))
+        };
+        [
+            at(Level::Socket, "s"),
+            at(Level::Numa, "N"),
+            at(Level::Core, "c"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ")
+    };
+    let rows: Vec<[String; 6]> = ranks
+        .iter()
+        .map(|&r| {
+            let info = p.info(r);
             [
-                at(Level::Socket, "s"),
-                at(Level::Numa, "N"),
-                at(Level::Core, "c"),
+                r.to_string(),
+                format!("L#{} P#{}", info.pu_logical, info.pu_os),
+                coordinates(info.pu_logical),
+                if req.bind == Bind::None {
+                    "-".to_string()
+                } else {
+                    format!("L#{}", logical_list(&info.bound_logical))
+                },
+                if req.bind == Bind::None {
+                    "-".to_string()
+                } else {
+                    format!("P#{}", info.cpus)
+                },
+                if req.bind == Bind::None {
+                    picture_with(m, &[info.pu_logical], 'm')
+                } else {
+                    picture(m, &info.bound_logical)
+                },
             ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" ")
-        };
-        let rows: Vec<[String; 6]> = ranks
-            .iter()
-            .map(|&r| {
-                let info = p.info(r);
-                [
-                    r.to_string(),
-                    format!("L#{} P#{}", info.pu_logical, info.pu_os),
-                    coordinates(info.pu_logical),
-                    if req.bind == Bind::None {
-                        "-".to_string()
-                    } else {
-                        format!("L#{}", logical_list(&info.bound_logical))
-                    },
-                    if req.bind == Bind::None {
-                        "-".to_string()
-                    } else {
-                        format!("P#{}", info.cpus)
-                    },
-                    if req.bind == Bind::None {
-                        picture_with(m, &[info.pu_logical], 'm')
-                    } else {
-                        picture(m, &info.bound_logical)
-                    },
-                ]
-            })
-            .collect();
-        let headers = [
-            "rank",
-            "mapped PU",
-            "socket NUMA core",
-            "bound (logical)",
-            "bound (OS)",
-            "picture",
-        ];
-        let mut w = headers.map(str::len);
-        for row in &rows {
-            for (i, cell) in row.iter().enumerate() {
-                w[i] = w[i].max(cell.len());
-            }
-        }
-        let line = |cells: [&str; 6]| -> String {
-            format!(
-                "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}",
-                cells[0],
-                cells[1],
-                cells[2],
-                cells[3],
-                cells[4],
-                cells[5],
-                w0 = w[0],
-                w1 = w[1],
-                w2 = w[2],
-                w3 = w[3],
-                w4 = w[4]
-            )
-            .trim_end()
-            .to_string()
-        };
-        let _ = writeln!(out, "{}", line(headers));
-        for row in &rows {
-            let _ = writeln!(
-                out,
-                "{}",
-                line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]])
-            );
+        })
+        .collect();
+    let headers = [
+        "rank",
+        "mapped PU",
+        "socket NUMA core",
+        "bound (logical)",
+        "bound (OS)",
+        "picture",
+    ];
+    let mut w = headers.map(str::len);
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            w[i] = w[i].max(cell.len());
         }
     }
-    let _ = writeln!(out, "\n{}", LEGEND);
+    let line = |cells: [&str; 6]| -> String {
+        format!(
+            "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}",
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            cells[4],
+            cells[5],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4]
+        )
+        .trim_end()
+        .to_string()
+    };
+    let _ = writeln!(out, "{}", line(headers));
+    for row in &rows {
+        let _ = writeln!(
+            out,
+            "{}",
+            line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]])
+        );
+    }
     out
 }
 
@@ -412,8 +448,14 @@ pub fn device_cpus(m: &Machine, d: &Device) -> CpuList {
 /// The ranks of a placement on node `node` whose binding (or mapped PU, without binding) lies
 /// inside a device's locality: the ranks the device is near.
 pub fn ranks_near(p: &Placement<'_>, node: u32, d: &Device) -> Vec<u32> {
-    p.ranks_on(node)
-        .into_iter()
+    near(p, &p.ranks_on(node), d)
+}
+
+/// Those of `ranks` whose binding (or mapped PU) lies inside `d`'s locality.
+fn near(p: &Placement<'_>, ranks: &[usize], d: &Device) -> Vec<u32> {
+    ranks
+        .iter()
+        .copied()
         .filter(|&r| {
             let info = p.info(r);
             let on: &[u32] = if info.bound_logical.is_empty() {
@@ -470,12 +512,15 @@ fn device_lines(m: &Machine, ranks: &dyn Fn(&Device) -> Vec<u32>) -> String {
 /// each one's locality.
 pub fn placement_devices_text(p: &Placement<'_>, only: Option<u32>) -> String {
     let mut out = String::new();
-    for (n, m) in p.nodes().iter().enumerate() {
+    if p.nodes().iter().all(|m| m.devices().is_empty()) {
+        return out;
+    }
+    for (n, (m, ranks)) in p.nodes().iter().zip(p.ranks_by_node()).enumerate() {
         if m.devices().is_empty() || only.is_some_and(|k| k as usize != n) {
             continue;
         }
         let _ = write!(out, "\nnode {n} ({}): ", m.name());
-        out += &device_lines(m, &|d| ranks_near(p, n as u32, d));
+        out += &device_lines(m, &|d| near(p, &ranks, d));
     }
     out
 }

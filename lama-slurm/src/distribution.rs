@@ -57,6 +57,142 @@ pub fn even_split(nodes: usize, tasks: u32) -> Vec<u32> {
         .collect()
 }
 
+/// How srun deals a step's ranks to its nodes (`-m/--distribution`, the part before `:`):
+/// what `lama map --distribution` previews and what the plugin finds when a step starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distribution {
+    /// Consecutive ranks on a node (`-m block`, Slurm's default).
+    Block,
+    /// One rank per node in turn (`-m cyclic`).
+    Cyclic,
+    /// `P` consecutive ranks per node in turn (`-m plane=P`).
+    Plane(u32),
+}
+
+impl Distribution {
+    /// Reads srun's spelling: `block`, `cyclic`, `plane=P`; what follows a `:` or `,` (how
+    /// Slurm spreads a node's tasks over its sockets and cores) is the layout's business here
+    /// and is returned apart so that the caller can say so.
+    pub fn parse(text: &str) -> Result<(Distribution, Option<&str>), String> {
+        let (node, rest) = match text.find([':', ',']) {
+            Some(i) => (&text[..i], Some(&text[i + 1..])),
+            None => (text, None),
+        };
+        let d = match node {
+            "block" => Distribution::Block,
+            "cyclic" => Distribution::Cyclic,
+            _ => match node.strip_prefix("plane=").map(str::parse::<u32>) {
+                Some(Ok(p)) if p > 0 => Distribution::Plane(p),
+                _ => {
+                    return Err(format!(
+                        "distribution '{text}': srun's node distributions are block, cyclic and \
+                         plane=P (P at least 1); arbitrary takes a SLURM_HOSTFILE, which \
+                         lama map --hostfile writes"
+                    ))
+                }
+            },
+        };
+        Ok((d, rest.filter(|r| !r.is_empty())))
+    }
+
+    /// How many tasks each of `nodes` nodes gets from `srun -N nodes -n tasks` on nodes alike:
+    /// as evenly as possible for block and cyclic ([`even_split`]), `P` at a time in turn for
+    /// `plane=P`.
+    pub fn counts(self, nodes: usize, tasks: u32) -> Vec<u32> {
+        match self {
+            Distribution::Block | Distribution::Cyclic => even_split(nodes, tasks),
+            Distribution::Plane(p) => {
+                let mut counts = vec![0u32; nodes.max(1)];
+                let mut left = tasks;
+                'deal: loop {
+                    for c in &mut counts {
+                        if left == 0 {
+                            break 'deal;
+                        }
+                        let k = p.min(left);
+                        *c += k;
+                        left -= k;
+                    }
+                }
+                counts
+            }
+        }
+    }
+
+    /// The global ranks of each node, ascending, when the nodes hold `counts` tasks: block
+    /// gives each node the next `counts[n]` ranks; cyclic one rank to each node with room in
+    /// turn; plane=P up to P ranks to each node with room in turn.
+    pub fn ranks(self, counts: &[u32]) -> Vec<Vec<u32>> {
+        let mut out: Vec<Vec<u32>> = counts
+            .iter()
+            .map(|&c| Vec::with_capacity(c as usize))
+            .collect();
+        let total: u32 = counts.iter().sum();
+        let step = match self {
+            Distribution::Block => u32::MAX,
+            Distribution::Cyclic => 1,
+            Distribution::Plane(p) => p,
+        };
+        let mut rank = 0u32;
+        while rank < total {
+            for (n, ranks) in out.iter_mut().enumerate() {
+                let room = counts[n] - ranks.len() as u32;
+                let k = step.min(room).min(total - rank);
+                ranks.extend(rank..rank + k);
+                rank += k;
+            }
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for Distribution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Distribution::Block => write!(f, "block"),
+            Distribution::Cyclic => write!(f, "cyclic"),
+            Distribution::Plane(p) => write!(f, "plane={p}"),
+        }
+    }
+}
+
+/// Slurm's compressed task counts per node, as `SLURM_TASKS_PER_NODE` writes them
+/// (`2(x3),1` is 2,2,2,1).
+pub fn parse_counts(text: &str) -> Result<Vec<u32>, String> {
+    let bad = || {
+        format!(
+            "tasks per node '{text}': write one count per node, as SLURM_TASKS_PER_NODE does \
+             (4,4,2 or 4(x2),2)"
+        )
+    };
+    let mut out = Vec::new();
+    for item in text.split(',') {
+        let item = item.trim();
+        let (count, times) = match item.split_once("(x") {
+            Some((c, t)) => (c, t.strip_suffix(')').ok_or_else(bad)?),
+            None => (item, "1"),
+        };
+        let count: u32 = count.parse().map_err(|_| bad())?;
+        let times: usize = times.parse().map_err(|_| bad())?;
+        if times == 0 || times > 1 << 20 {
+            return Err(bad());
+        }
+        out.extend(std::iter::repeat_n(count, times));
+    }
+    Ok(out)
+}
+
+/// Task counts per node as the preview writes them: `2,2,1`, or for more than 8 nodes in runs
+/// (`2 x3, 1`).
+pub fn count_list(counts: &[u32]) -> String {
+    let text: Vec<String> = counts.iter().map(u32::to_string).collect();
+    if counts.len() > 8 {
+        lama_engine::render::runs(&text)
+    } else {
+        text.join(",")
+    }
+}
+
 /// `lama map`'s line on how Slurm would assign the ranks to nodes (several nodes only), naming
 /// a command that gives it: `srun -N -n -m D` when srun's own task counts are the placement's,
 /// else `-m arbitrary` with a `SLURM_HOSTFILE`.
@@ -66,13 +202,7 @@ pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
         return None;
     }
     let counts = p.tasks_per_node();
-    let list = |c: &[u32]| {
-        if c.len() > 8 {
-            lama_engine::render::runs(&c.iter().map(u32::to_string).collect::<Vec<_>>())
-        } else {
-            c.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-        }
-    };
+    let list = count_list;
     let np: u32 = counts.iter().sum();
     let srun = even_split(nodes, np);
     let hostfile = "run it with -m arbitrary and a SLURM_HOSTFILE (lama map --hostfile FILE \
@@ -193,6 +323,55 @@ mod tests {
         let mut r = Request::new(Layout::parse(layout).unwrap(), np);
         r.bind = Bind::parse(bind).unwrap();
         r
+    }
+
+    #[test]
+    fn srun_deals_ranks_to_nodes() {
+        // Worked by hand: -N3 -n7.
+        assert_eq!(Distribution::Block.counts(3, 7), [3, 2, 2]);
+        assert_eq!(
+            Distribution::Block.ranks(&[3, 2, 2]),
+            [vec![0, 1, 2], vec![3, 4], vec![5, 6]]
+        );
+        assert_eq!(
+            Distribution::Cyclic.ranks(&[3, 2, 2]),
+            [vec![0, 3, 6], vec![1, 4], vec![2, 5]]
+        );
+        // plane=2 over 3 nodes, 7 tasks: 0,1 | 2,3 | 4,5 | then 6 on node 0.
+        let plane = Distribution::Plane(2);
+        assert_eq!(plane.counts(3, 7), [3, 2, 2]);
+        assert_eq!(
+            plane.ranks(&[3, 2, 2]),
+            [vec![0, 1, 6], vec![2, 3], vec![4, 5]]
+        );
+        // plane=4, -N2 -n6: the first node takes 4, not 3.
+        assert_eq!(Distribution::Plane(4).counts(2, 6), [4, 2]);
+        // Counts given (SLURM_TASKS_PER_NODE) with a node left empty.
+        assert_eq!(
+            Distribution::Cyclic.ranks(&[2, 0, 1]),
+            [vec![0, 2], vec![], vec![1]]
+        );
+    }
+
+    #[test]
+    fn distributions_and_counts_are_read_as_slurm_writes_them() {
+        assert_eq!(
+            Distribution::parse("block:cyclic").unwrap(),
+            (Distribution::Block, Some("cyclic"))
+        );
+        assert_eq!(
+            Distribution::parse("plane=3").unwrap(),
+            (Distribution::Plane(3), None)
+        );
+        assert_eq!(Distribution::Plane(3).to_string(), "plane=3");
+        for bad in ["plane=0", "arbitrary", "Block", ""] {
+            assert!(Distribution::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_counts("2(x3),1").unwrap(), [2, 2, 2, 1]);
+        assert_eq!(parse_counts("4").unwrap(), [4]);
+        for bad in ["2(x", "x", "2(x0)", "-1", "2,,3"] {
+            assert!(parse_counts(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub use place::{
     place, place_cpus_per_task, Overlap, PlaceError, Placement, Process, ProcessInfo, Request,
 };
 pub use spec::{Bind, Layout, Membind, Mppr, Order, BIND_ALIASES, MAP_ALIASES};
-pub use topology::{Machine, MachineBuilder, Object, Pu, TopologyError};
+pub use topology::{CpuKind, Machine, MachineBuilder, Object, Pu, TopologyError};
 
 /// The engine's version (the workspace's), for `lama --version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

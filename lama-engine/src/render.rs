@@ -238,6 +238,60 @@ pub fn write_placement_text(
     sink(&format!("\n{LEGEND}\n"));
 }
 
+/// What a machine's CPUs have that a user should know before reading a placement: CPUs the OS
+/// has offline, and kinds of cores (performance and efficiency cores), one line each.
+pub fn cpu_lines(m: &Machine) -> String {
+    let mut out = String::new();
+    if !m.offline().is_empty() {
+        let _ = writeln!(
+            out,
+            "offline CPUs: P#{} ({} CPU(s) the topology lists but the OS has switched off: no \
+             task is placed or bound there)",
+            m.offline(),
+            m.offline().len()
+        );
+    }
+    if !m.kinds().is_empty() {
+        let kinds: Vec<String> = m
+            .kinds()
+            .iter()
+            .map(|k| {
+                if k.details.is_empty() {
+                    format!("{} P#{}", k.name, k.cpus)
+                } else {
+                    format!("{} P#{} ({})", k.name, k.cpus, k.details)
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "CPU kinds, most power-efficient first: {} (layouts do not tell kinds apart: check \
+             where ranks land)",
+            kinds.join(", ")
+        );
+    }
+    out
+}
+
+/// How many of the ranks' mapped PUs are of each CPU kind (machines with several kinds).
+fn ranks_by_kind(p: &Placement<'_>, m: &Machine, ranks: &[usize]) -> Option<String> {
+    if m.kinds().is_empty() {
+        return None;
+    }
+    let counts: Vec<String> = m
+        .kinds()
+        .iter()
+        .map(|k| {
+            let n = ranks
+                .iter()
+                .filter(|&&r| k.cpus.contains(p.info(r).pu_os))
+                .count();
+            format!("{} {n}", k.name)
+        })
+        .collect();
+    Some(format!("  ranks by CPU kind: {}", counts.join(", ")))
+}
+
 /// One node's piece of the preview: its heading and the table of `ranks` (all on node `n`).
 fn node_table(
     p: &Placement<'_>,
@@ -251,13 +305,18 @@ fn node_table(
     let containment: Vec<&str> = p.containment(n).iter().map(|l| l.token()).collect();
     let _ = writeln!(
         out,
-        "\nnode {n}: {} ({} PUs, {} available; levels outermost first: {})",
+        "\nnode {n}: {} ({} PUs, {} available{}; levels outermost first: {})",
         names.and_then(|v| v.get(n)).map_or_else(
             || m.name().to_string(),
             |name| format!("{name}, {}", m.name())
         ),
         m.pus().len(),
         m.available().len(),
+        if m.offline().is_empty() {
+            String::new()
+        } else {
+            format!(", {} offline: P#{}", m.offline().len(), m.offline())
+        },
         if containment.is_empty() {
             "-".to_string()
         } else {
@@ -352,6 +411,9 @@ fn node_table(
             line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]])
         );
     }
+    if let Some(kinds) = ranks_by_kind(p, m, ranks) {
+        let _ = writeln!(out, "{kinds}");
+    }
     out
 }
 
@@ -377,6 +439,7 @@ pub fn topology_text(machine: &Machine) -> String {
             available.to_string()
         }
     );
+    out += &cpu_lines(machine);
     // A layout naming every level gives the full nesting; placing nothing computes the widths.
     let every = Layout::from_levels([
         Level::Hwthread,

@@ -79,6 +79,18 @@ pub enum TopologyError {
     },
 }
 
+/// A kind of CPU core on a machine with several (performance and efficiency cores).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuKind {
+    /// What the topology calls it (`IntelCore`, `IntelAtom`), else `E-cores`/`P-cores` when a
+    /// machine has two kinds, else `kind N`.
+    pub name: String,
+    /// What else the topology says of it (`max 3900 MHz`), possibly empty.
+    pub details: String,
+    /// OS indexes of its CPUs.
+    pub cpus: CpuList,
+}
+
 /// Builds a [`Machine`] from PUs and objects given in hwloc's logical order.
 #[derive(Debug, Default)]
 pub struct MachineBuilder {
@@ -86,9 +98,23 @@ pub struct MachineBuilder {
     pus: Vec<Pu>,
     objects: Vec<(Level, Option<u32>, Vec<u32>)>,
     devices: Vec<DeviceSpec>,
+    offline: CpuList,
+    kinds: Vec<CpuKind>,
 }
 
 impl MachineBuilder {
+    /// Records the CPUs the topology lists but the OS has offline (they have no PU).
+    pub fn offline(&mut self, cpus: CpuList) -> &mut Self {
+        self.offline = cpus;
+        self
+    }
+
+    /// Adds a kind of CPU core, from the most power-efficient to the most performant.
+    pub fn kind(&mut self, kind: CpuKind) -> &mut Self {
+        self.kinds.push(kind);
+        self
+    }
+
     /// A builder for a machine called `name` (a host name or a file name, for messages).
     pub fn new(name: impl Into<String>) -> Self {
         MachineBuilder {
@@ -210,6 +236,13 @@ impl MachineBuilder {
             pus: self.pus,
             objects,
             devices,
+            offline: self.offline,
+            // One kind tells nothing.
+            kinds: if self.kinds.len() > 1 {
+                self.kinds
+            } else {
+                Vec::new()
+            },
         })
     }
 }
@@ -221,9 +254,21 @@ pub struct Machine {
     pus: Vec<Pu>,
     objects: Vec<Vec<Object>>,
     devices: Vec<Device>,
+    offline: CpuList,
+    kinds: Vec<CpuKind>,
 }
 
 impl Machine {
+    /// OS indexes of the CPUs the topology lists but the OS has offline: no PU, never used.
+    pub fn offline(&self) -> &CpuList {
+        &self.offline
+    }
+
+    /// The kinds of CPU cores, most power-efficient first; empty unless there are several.
+    pub fn kinds(&self) -> &[CpuKind] {
+        &self.kinds
+    }
+
     /// The name given to the builder.
     pub fn name(&self) -> &str {
         &self.name

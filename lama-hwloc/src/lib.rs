@@ -25,7 +25,8 @@ use hwlocality::topology::editor::AllowSet;
 use hwlocality::topology::export::xml::XMLExportFlags;
 use hwlocality::topology::Topology;
 use lama_engine::{
-    vendor_name, CpuList, DeviceKind, DeviceSpec, Level, Machine, MachineBuilder, TopologyError,
+    vendor_name, CpuKind, CpuList, DeviceKind, DeviceSpec, Level, Machine, MachineBuilder,
+    TopologyError,
 };
 use std::path::{Path, PathBuf};
 
@@ -72,10 +73,12 @@ pub enum LoadError {
         reason: String,
     },
     /// hwloc refused the XML.
-    #[error("{path} is not a valid hwloc XML topology (write one with `lama export` or `lstopo node.xml`)")]
+    #[error("{path} is not a valid hwloc XML topology: {why} (write one with `lama export` or `lstopo node.xml`)")]
     InvalidXml {
         /// The file.
         path: String,
+        /// Where the XML breaks ([`xml_problem`]), or that hwloc refused well-formed XML.
+        why: String,
     },
     /// hwloc refused the synthetic description.
     #[error("invalid hwloc synthetic topology '{0}' (example: \"pack:2 core:6 pu:2\"; a path to an XML file or `host` also work)")]
@@ -158,6 +161,80 @@ pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// Where an XML text that hwloc refused breaks, for the error message: the first NUL byte, a
+/// closing tag that does not match, an unclosed tag or comment, or an end before every element
+/// is closed (a truncated file), each with its line; else that no `<topology>` element is there,
+/// or that the XML is well-formed and hwloc refused its content.
+pub fn xml_problem(text: &str) -> String {
+    let line_at = |at: usize| text[..at].bytes().filter(|&b| b == b'\n').count() + 1;
+    if let Some(at) = text.find('\0') {
+        return format!("line {}: a NUL byte", line_at(at));
+    }
+    let mut open: Vec<(&str, usize)> = Vec::new();
+    let mut seen_topology = false;
+    let mut rest = 0;
+    while let Some(lt) = text[rest..].find('<').map(|i| rest + i) {
+        let (end_marker, skip) = if text[lt..].starts_with("<!--") {
+            ("-->", 4)
+        } else if text[lt..].starts_with("<?") {
+            ("?>", 2)
+        } else if text[lt..].starts_with("<!") {
+            (">", 2)
+        } else {
+            (">", 1)
+        };
+        let Some(close) = text[lt + skip..].find(end_marker).map(|i| lt + skip + i) else {
+            return format!(
+                "line {}: a tag or comment that never ends (the file looks truncated at line {})",
+                line_at(lt),
+                line_at(text.trim_end().len())
+            );
+        };
+        rest = close + end_marker.len();
+        if skip != 1 {
+            continue;
+        }
+        let tag = &text[lt + 1..close];
+        let name = |t: &str| -> String {
+            t.split(|c: char| c.is_whitespace() || c == '/')
+                .next()
+                .unwrap_or("")
+                .to_string()
+        };
+        if let Some(closing) = tag.strip_prefix('/') {
+            let closing = closing.trim();
+            match open.pop() {
+                Some((name, _)) if name == closing => {}
+                Some((name, opened)) => {
+                    return format!(
+                        "line {}: </{closing}> closes <{name}> opened at line {opened}",
+                        line_at(lt)
+                    )
+                }
+                None => return format!("line {}: </{closing}> closes nothing", line_at(lt)),
+            }
+        } else {
+            let n = name(tag);
+            seen_topology |= n == "topology";
+            if !tag.ends_with('/') {
+                let start = lt + 1;
+                open.push((&text[start..start + n.len()], line_at(lt)));
+            }
+        }
+    }
+    if let Some((name, opened)) = open.last() {
+        return format!(
+            "it ends at line {} with <{name}> (opened at line {opened}) still open: the file \
+             looks truncated",
+            line_at(text.trim_end().len())
+        );
+    }
+    if !seen_topology {
+        return "it has no <topology> element".to_string();
+    }
+    "the XML is well-formed but hwloc refused its content (an hwloc 1.x or 2.x export?)".to_string()
+}
+
 /// Loads the hwloc topology itself (for callers that also need hwloc, such as benchmarks).
 pub fn load_hwloc(source: &Source) -> Result<(Topology, String), LoadError> {
     match source {
@@ -169,14 +246,15 @@ pub fn load_hwloc(source: &Source) -> Result<(Topology, String), LoadError> {
                 path: shown.clone(),
                 reason: e.to_string(),
             })?;
-            let b = builder()?
-                .from_xml(&text)
-                .map_err(|_| LoadError::InvalidXml {
-                    path: shown.clone(),
-                })?;
-            let t = b.build().map_err(|_| LoadError::InvalidXml {
+            let invalid = || LoadError::InvalidXml {
                 path: shown.clone(),
-            })?;
+                why: xml_problem(&text),
+            };
+            let t = builder()?
+                .from_xml(&text)
+                .map_err(|_| invalid())?
+                .build()
+                .map_err(|_| invalid())?;
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -243,10 +321,53 @@ fn convert(
     for d in devices(topology) {
         b.device(d);
     }
+    let online = topology.cpuset();
+    b.offline(CpuList::from_cpus(
+        os_indexes(&topology.complete_cpuset())
+            .into_iter()
+            .filter(|&c| !online.is_set(c as usize)),
+    ));
+    for kind in cpu_kinds(topology) {
+        b.kind(kind);
+    }
     b.build().map_err(|source| LoadError::Model {
         name: name.to_string(),
         source,
     })
+}
+
+/// The topology's kinds of CPU cores, most power-efficient first (hwloc's order), named by
+/// their `CoreType`, else `E-cores` and `P-cores` when there are two, else by index.
+fn cpu_kinds(topology: &Topology) -> Vec<CpuKind> {
+    let Ok(kinds) = topology.cpu_kinds() else {
+        return Vec::new();
+    };
+    let kinds: Vec<_> = kinds.collect();
+    let two = kinds.len() == 2;
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let info = |name: &str| {
+                k.infos
+                    .iter()
+                    .find(|t| t.name().to_str() == Ok(name))
+                    .and_then(|t| t.value().to_str().ok().map(str::to_string))
+            };
+            let name = info("CoreType").unwrap_or_else(|| match (two, i) {
+                (true, 0) => "E-cores".to_string(),
+                (true, _) => "P-cores".to_string(),
+                _ => format!("kind {i}"),
+            });
+            CpuKind {
+                name,
+                details: info("FrequencyMaxMHz")
+                    .map(|f| format!("max {f} MHz"))
+                    .unwrap_or_default(),
+                cpus: CpuList::from_cpus(os_indexes(&k.cpuset)),
+            }
+        })
+        .collect()
 }
 
 /// What an OS device says its PCI device is: a GPU (a compute device: CUDA, NVML, ROCm SMI,
@@ -439,8 +560,41 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bad = dir.path().join("bad.xml");
         std::fs::write(&bad, "<not hwloc").unwrap();
-        let e = load(&Source::Xml(bad)).unwrap_err();
+        let e = load(&Source::Xml(bad.clone())).unwrap_err();
         assert!(matches!(e, LoadError::InvalidXml { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("line 1: a tag or comment that never ends"),
+            "{e}"
+        );
+        // A real topology cut short: the message names the last line and the open element.
+        let cut = "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n  <object \
+                   type=\"Machine\" os_index=\"0\">\n    <object type=\"Package\"/>\n";
+        std::fs::write(&bad, cut).unwrap();
+        let e = load(&Source::Xml(bad)).unwrap_err().to_string();
+        assert!(
+            e.contains("it ends at line 4 with <object> (opened at line 3) still open"),
+            "{e}"
+        );
+        assert!(e.contains("the file looks truncated"), "{e}");
+    }
+
+    #[test]
+    fn xml_problems_name_their_line() {
+        assert_eq!(
+            xml_problem("<a>\n<b>\n</a>"),
+            "line 3: </a> closes <b> opened at line 2"
+        );
+        assert_eq!(xml_problem("<a/>\n</b>"), "line 2: </b> closes nothing");
+        assert_eq!(xml_problem("<a>\0"), "line 1: a NUL byte");
+        assert_eq!(
+            xml_problem("<?xml version=\"1.0\"?><!-- x --><a/>"),
+            "it has no <topology> element"
+        );
+        assert!(
+            xml_problem("<topology>\n<object type=\"Machine\"/>\n</topology>")
+                .starts_with("the XML is well-formed")
+        );
     }
 
     #[test]

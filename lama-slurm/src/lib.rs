@@ -10,3 +10,4 @@ pub mod distribution;
 pub mod familiar;
 pub mod gpu;
 pub mod hostlist;
+pub mod task_env;

@@ -7,6 +7,7 @@ use lama_engine::{
     binding_for_cpus, cpus_covered, numa_nodes, place, render, Bind, CpuList, CpuUnit, Machine,
     PlaceError, Request,
 };
+pub(crate) use lama_slurm::task_env::{omp_place_list, omp_places};
 
 /// The binding for this node: the one asked for, else (with `-c N`, N > 1) the narrowest that
 /// covers N CPUs, kept inside the enclosing object where possible, else `1c`. The flag says
@@ -176,38 +177,6 @@ pub fn one_thread_per_core(machine: &Machine) -> CpuList {
             .filter(|(i, p)| p.available && (keep[*i] || !covered[*i]))
             .map(|(_, p)| p.os),
     )
-}
-
-/// OpenMP places as `OMP_PLACES` writes them: `{0,36},{1,37}`.
-pub(crate) fn omp_place_list(places: &[CpuList]) -> String {
-    places
-        .iter()
-        .map(|p| {
-            let cpus: Vec<String> = p.cpus().iter().map(u32::to_string).collect();
-            format!("{{{}}}", cpus.join(","))
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// The bound PUs (logical indexes) as OpenMP places in logical order: one per core (its bound
-/// hardware threads), or with `per_thread` one per hardware thread (when `-c` counts threads).
-/// A PU outside every core is a place of its own.
-pub(crate) fn omp_places(machine: &Machine, bound: &[u32], per_thread: bool) -> Vec<CpuList> {
-    let cores = machine.objects(lama_engine::Level::Core);
-    let mut places: Vec<(Option<usize>, Vec<u32>)> = Vec::new();
-    for &pu in bound {
-        let core = cores.iter().position(|c| c.pus.contains(&pu));
-        let os = machine.pus()[pu as usize].os;
-        match places.last_mut() {
-            Some((c, list)) if !per_thread && core.is_some() && *c == core => list.push(os),
-            _ => places.push((core, vec![os])),
-        }
-    }
-    places
-        .into_iter()
-        .map(|(_, l)| CpuList::from_cpus(l))
-        .collect()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use crate::placement::{StepCpus, TaskPlacement};
 use crate::request::StepRequest;
 use lama_engine::{Bind, CpuList, Membind};
+use lama_slurm::task_env::TaskEnv;
 
 /// The CPU set as a hexadecimal mask, as Slurm's `cpu-bind` lines print it.
 pub fn hex_mask(cpus: &CpuList) -> String {
@@ -75,39 +76,34 @@ pub fn memory_binding(plan: &StepRequest, task: &TaskPlacement) -> Option<(Membi
         .then(|| (plan.membind, task.mems.clone()))
 }
 
-/// The variables set in each task's environment: `LAMA_*` (`LAMA_MEMS` and `LAMA_MEMBIND` when
-/// memory is bound), and with `--lama-omp` and a binding, `OMP_PLACES` and
-/// `OMP_PROC_BIND=close` (the plugin also sets `OMP_NUM_THREADS` when the job does not set it).
+/// The variables set in each task's environment ([`lama_slurm::task_env::variables`]):
+/// `LAMA_*` (`LAMA_MEMS` and `LAMA_MEMBIND` when memory is bound), and with `--lama-omp` and a
+/// binding, `OMP_PLACES` and `OMP_PROC_BIND=close` (the plugin also sets `OMP_NUM_THREADS` when
+/// the job does not set it).
 pub fn task_environment(plan: &StepRequest, task: &TaskPlacement) -> Vec<(&'static str, String)> {
-    let bind = plan.binding();
-    let mut env = vec![
-        ("LAMA_LAYOUT", plan.layout_text()),
-        ("LAMA_BIND", plan.binding_text()),
-        ("LAMA_MPPR", plan.mppr.to_string()),
-        ("LAMA_ORDER", plan.order.to_string()),
-        ("LAMA_CPUS", task.cpus.to_string()),
-        ("LAMA_PU", task.pu_os.to_string()),
-        ("LAMA_PU_LOGICAL", task.pu_logical.to_string()),
-    ];
-    if let Some((policy, mems)) = memory_binding(plan, task) {
-        env.push(("LAMA_MEMS", mems.to_string()));
-        env.push(("LAMA_MEMBIND", policy.to_string()));
-    }
-    if plan.omp && bind != Bind::None {
-        env.push(("OMP_PLACES", task.omp_places.clone()));
-        env.push(("OMP_PROC_BIND", "close".to_string()));
-    }
-    env
+    let (layout, bind, mppr, order) = (
+        plan.layout_text(),
+        plan.binding_text(),
+        plan.mppr.to_string(),
+        plan.order.to_string(),
+    );
+    let mems = memory_binding(plan, task);
+    lama_slurm::task_env::variables(&TaskEnv {
+        layout: &layout,
+        bind: &bind,
+        mppr: &mppr,
+        order: &order,
+        cpus: &task.cpus,
+        pu: (task.pu_os, task.pu_logical),
+        mems: mems.as_ref().map(|(policy, m)| (*policy, m)),
+        omp_places: (plan.omp && plan.binding() != Bind::None).then_some(task.omp_places.as_str()),
+    })
 }
 
 /// `OMP_NUM_THREADS` for a task with `--lama-omp` (when the job does not set it): `-c` when
 /// given, else one thread per place.
 pub fn omp_threads(cpus: StepCpus, task: &TaskPlacement) -> usize {
-    if cpus.per_task > 1 {
-        cpus.per_task as usize
-    } else {
-        task.omp_place_count
-    }
+    lama_slurm::task_env::omp_threads(cpus.per_task, task.omp_place_count)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use lama_engine::{
 };
 use lama_hwloc::Source;
 use lama_slurm::distribution::{count_list, parse_counts, Distribution};
+use lama_slurm::task_env::{self, TaskEnv};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -188,6 +189,14 @@ struct MapArgs {
     /// 4(x2),2); needed when the nodes differ. Default: srun's split on nodes alike.
     #[arg(long, value_name = "LIST")]
     tasks_per_node: Option<String>,
+    /// Also print each task's environment as the plugin sets it (LAMA_*, and with --omp the
+    /// OpenMP variables); in --json, an "env" object per process.
+    #[arg(long)]
+    env: bool,
+    /// As --lama-omp: OMP_PLACES (one place per bound core, or per thread with -c counting
+    /// threads), OMP_PROC_BIND=close and OMP_NUM_THREADS, shown with --env.
+    #[arg(long, requires = "env")]
+    omp: bool,
     /// Print only these ranks' rows: one rank (7) or a range (100-199); nodes without any of
     /// them are left out.
     #[arg(long, value_name = "FIRST[-LAST]", conflicts_with_all = ["json", "summary"])]
@@ -549,11 +558,15 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         std::fs::write(path, text)
             .map_err(|e| Failure::Place(format!("cannot write {}: {e}", path.display())))?;
     }
+    let env = args.env.then_some(EnvPreview {
+        membind,
+        omp: args.omp.then_some((args.cpus_per_task, unit)),
+    });
     if args.json {
         if let Some(note) = &fallback {
             eprintln!("lama: {note}");
         }
-        print(&json(&placement, membind, names.as_deref()))
+        print(&json(&placement, membind, names.as_deref(), env))
     } else {
         let mut text = String::new();
         if let Some((alias, expansion)) = MAP_ALIASES.iter().find(|(a, _)| *a == args.map) {
@@ -617,6 +630,9 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                     }
                 );
             }
+        }
+        if let Some(env) = env {
+            text += &env.text(&placement, ranks, args.node);
         }
         if let (Some(path), Some(names)) = (&args.hostfile, &names) {
             text += &format!(
@@ -746,6 +762,9 @@ pub(crate) struct JsonProcess {
     /// NUMA nodes of the binding, with --membind only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) mems: Option<Vec<u32>>,
+    /// The variables the plugin sets in the task, with --env only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) env: Option<std::collections::BTreeMap<&'static str, String>>,
 }
 
 #[derive(serde::Serialize)]
@@ -795,7 +814,103 @@ struct JsonDevice {
     ranks: Vec<u32>,
 }
 
-fn json(p: &Placement<'_>, membind: Membind, names: Option<&[String]>) -> String {
+/// What `--env` shows: how the plugin would set each task's variables.
+#[derive(Debug, Clone, Copy)]
+struct EnvPreview {
+    membind: Membind,
+    /// With --omp: the CPUs per task and what Slurm counts as a CPU.
+    omp: Option<(u32, CpuUnit)>,
+}
+
+impl EnvPreview {
+    /// Rank `r`'s variables, as the plugin sets them in task_init (`OMP_NUM_THREADS` last, set
+    /// by the plugin only when the job does not set it).
+    fn of(&self, p: &Placement<'_>, r: usize) -> Vec<(&'static str, String)> {
+        let info = p.info(r);
+        let m = p.nodes()[info.node as usize];
+        let req = p.request();
+        let bound = req.bind != Bind::None;
+        let (layout, bind, mppr, order) = (
+            req.layout.to_string(),
+            req.bind.to_string(),
+            req.mppr.to_string(),
+            req.order.to_string(),
+        );
+        let mems = numa_nodes(m, &info.bound_logical);
+        let places = match self.omp {
+            Some((per_task, unit)) if bound => Some(task_env::omp_places(
+                m,
+                &info.bound_logical,
+                per_task > 1 && unit == CpuUnit::Thread,
+            )),
+            _ => None,
+        };
+        let place_list = places.as_deref().map(task_env::omp_place_list);
+        let mut env = task_env::variables(&TaskEnv {
+            layout: &layout,
+            bind: &bind,
+            mppr: &mppr,
+            order: &order,
+            cpus: &info.cpus,
+            pu: (info.pu_os, info.pu_logical),
+            mems: (self.membind != Membind::None && bound && !mems.is_empty())
+                .then_some((self.membind, &mems)),
+            omp_places: place_list.as_deref(),
+        });
+        if let (Some((per_task, _)), Some(places)) = (self.omp, &places) {
+            let threads = task_env::omp_threads(per_task, places.len());
+            env.push(("OMP_NUM_THREADS", threads.to_string()));
+        }
+        env
+    }
+
+    /// The `--env` section of the text: the variables every task shares once, then each
+    /// rank's own (those of `ranks` only, on node `only` only).
+    fn text(&self, p: &Placement<'_>, ranks: Option<(u32, u32)>, only: Option<u32>) -> String {
+        let shared = [
+            "LAMA_LAYOUT",
+            "LAMA_BIND",
+            "LAMA_MPPR",
+            "LAMA_ORDER",
+            "OMP_PROC_BIND",
+        ];
+        let mut out = String::from(
+            "\nenvironment of each task, as the plugin sets it in task_init (OMP_NUM_THREADS only \
+             when the job does not set it):\n",
+        );
+        if p.is_empty() {
+            return out;
+        }
+        let first = self.of(p, 0);
+        let common: Vec<String> = first
+            .iter()
+            .filter(|(k, _)| shared.contains(k))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        out += &format!("  every task: {}\n", common.join(" "));
+        let (from, to) = ranks.unwrap_or((0, u32::MAX));
+        for r in (from as usize)..p.len().min(to as usize + 1) {
+            if only.is_some_and(|n| p.info(r).node != n) {
+                continue;
+            }
+            let own: Vec<String> = self
+                .of(p, r)
+                .into_iter()
+                .filter(|(k, _)| !shared.contains(k))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            out += &format!("  rank {r:>4}: {}\n", own.join(" "));
+        }
+        out
+    }
+}
+
+fn json(
+    p: &Placement<'_>,
+    membind: Membind,
+    names: Option<&[String]>,
+    env: Option<EnvPreview>,
+) -> String {
     let processes = (0..p.len())
         .map(|r| {
             let info = p.info(r);
@@ -810,6 +925,7 @@ fn json(p: &Placement<'_>, membind: Membind, names: Option<&[String]>) -> String
                 pu: info.pu_os,
                 cpus: info.cpus.cpus().to_vec(),
                 mems,
+                env: env.map(|e| e.of(p, r).into_iter().collect()),
             }
         })
         .collect();

@@ -411,6 +411,7 @@ fn json(plan: &lama_plan::Plan, file: &PlanFile) -> String {
         .zip(&file.ranks)
         .enumerate()
         .map(|(r, (p, f))| JsonProcess {
+            env: None,
             rank: r as u32,
             node: p.node,
             pu: f.pu,

@@ -64,6 +64,9 @@ pub const EXAMPLES: &str = "\
 lama map --topology \"pack:2 core:4 pu:2\" --nodes 2 --np 24 --map scbnh --bind none
 lama map --topology node.xml --np 8 --map socket --bind 1c --json
 lama map --topology node.xml --np 4 --cpus-per-task 4 --map scbnh --membind local
+lama map --topology node.xml --nodes 3 --np 7 --map scbnh --distribution cyclic
+lama map --topology node.xml --np 8 --cpus-per-task 2 --map scbnh --env --omp
+lama map --topology node.xml --nodes 4000 --np 288000 --map scbnh --ranks 1000-1099
 lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml --node-names node[1-4] --out job
 lama topology host
 lama export /etc/slurm/topology/$(hostname -s).xml

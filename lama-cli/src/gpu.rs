@@ -6,7 +6,7 @@ use lama_engine::{
     gpu_name, place_by_gpu, render, Device, DeviceKind, GpuError, GpuRequest, GpuTask, Machine,
 };
 use lama_slurm::distribution::{count_list, Distribution};
-use lama_slurm::gpu::{nic_variables, parse_indexes, step_gpus, task_variables};
+use lama_slurm::gpu::{nic_variables, parse_indexes, step_gpus, task_variables, SlurmGpuBind};
 
 /// One task in the JSON output.
 #[derive(serde::Serialize)]
@@ -33,17 +33,20 @@ struct JsonGpuPlacement {
 }
 
 /// The variables the plugin would set for this task (Slurm's step list taken as the step's
-/// GPUs numbered by their place in it, as `ConstrainDevices=yes` makes them).
+/// GPUs numbered by their place in it, as `ConstrainDevices=yes` makes them; with Slurm's
+/// per-task binding (`fixed`) the vendor variable is Slurm's and left alone).
 fn variables(
     m: &Machine,
     gpus: &[&Device],
     slurm: &[u32],
     t: &GpuTask,
     isolate: bool,
+    fixed: bool,
 ) -> Vec<(&'static str, String)> {
     let tokens: Vec<String> = (0..gpus.len()).map(|i| i.to_string()).collect();
     let vendor = gpus.first().map_or("", |d| d.vendor.as_str());
-    let mut env = task_variables(vendor, Some(&tokens), slurm, &t.gpus, isolate);
+    let tokens = (!fixed).then_some(tokens.as_slice());
+    let mut env = task_variables(vendor, tokens, slurm, &t.gpus, isolate);
     if let Some(n) = t.nic {
         env.extend(nic_variables(&m.devices()[n]));
     }
@@ -51,6 +54,29 @@ fn variables(
 }
 
 pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
+    // As srun: --gpus-per-task makes Slurm bind the GPUs to the tasks in order (per_task:K)
+    // unless --gpu-bind says otherwise; the plugin then keeps Slurm's GPUs.
+    let binding = match (&args.gpu_bind, args.gpus_per_task) {
+        (Some(b), _) => SlurmGpuBind::read(None, Some(b)),
+        (None, Some(k)) => SlurmGpuBind::PerTask(k),
+        (None, None) => SlurmGpuBind::None,
+    };
+    let mut req = req.clone();
+    match binding {
+        SlurmGpuBind::None => {}
+        SlurmGpuBind::PerTask(k) => {
+            req.fixed = true;
+            req.gpus_per_task = k;
+        }
+        SlurmGpuBind::Other(kind) => {
+            return Err(Failure::Usage(format!(
+                "--gpu-bind {kind}: Slurm would bind each task to GPUs itself, and under \
+                 ConstrainDevices=yes a task can open only those, so the plugin refuses a layout \
+                 led by 'g' with it; preview --gpu-bind none (LAMA chooses) or per_task:K"
+            )))
+        }
+    }
+    let req = &req;
     let (machines, names) = nodes_and_names(args)?;
     let nodes = node_list(&machines, args.nodes);
     let wanted = args
@@ -92,10 +118,14 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             .iter()
             .filter(|d| d.kind == DeviceKind::Gpu)
             .collect();
-        let slurm: Vec<u32> = match &wanted {
+        let mut slurm: Vec<u32> = match &wanted {
             Some(w) => w.clone(),
             None => all.iter().map(|d| d.index).collect(),
         };
+        if req.fixed {
+            // Slurm's order: local task i gets the step's GPUs i*K .. i*K+K.
+            slurm.sort_unstable();
+        }
         let gpus =
             step_gpus(&all, &slurm).map_err(|e| Failure::Usage(format!("node {name}: {e}")))?;
         let placed = place_by_gpu(
@@ -126,7 +156,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             let nic = t
                 .nic
                 .map(|n| lama_engine::nic_name(&m.devices()[n]).to_string());
-            let env = variables(m, &gpus, &slurm, t, args.gpu_isolate);
+            let env = variables(m, &gpus, &slurm, t, args.gpu_isolate, req.fixed);
             if !args.summary {
                 text += &format!(
                     "  {rank:>4}  {:<6}  {:<14}  {:<8}  {:<6}  {}\n",

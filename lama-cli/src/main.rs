@@ -212,10 +212,16 @@ struct MapArgs {
     /// Machine-readable output: {"processes":[{"rank":0,"node":0,"pu":5,"cpus":[4,5]},...]}.
     #[arg(long)]
     json: bool,
-    /// With a layout led by 'g': GPUs per task, as Slurm's --gpus-per-task.
-    #[arg(long, value_name = "K", default_value_t = 1,
+    /// With a layout led by 'g': GPUs per task, as srun's --gpus-per-task, which makes Slurm
+    /// bind them to the tasks in order (per_task:K): each task keeps Slurm's GPUs and LAMA
+    /// places its CPUs near them. Without it each task gets one GPU, chosen by LAMA.
+    #[arg(long, value_name = "K",
           value_parser = clap::value_parser!(u32).range(1..=1024))]
-    gpus_per_task: u32,
+    gpus_per_task: Option<u32>,
+    /// With a layout led by 'g': Slurm's GPU binding, as srun's --gpu-bind: none (LAMA
+    /// chooses each task's GPUs, also with --gpus-per-task) or per_task:K.
+    #[arg(long, value_name = "none|per_task:K")]
+    gpu_bind: Option<String>,
     /// With a layout led by 'g': the GPUs of each node the step has, as Slurm numbers them
     /// (SLURM_STEP_GPUS, e.g. 0,2). Default: all of the node's GPUs.
     #[arg(long, value_name = "LIST")]
@@ -400,7 +406,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         args.bind.as_deref(),
         args.mppr.as_deref(),
         Order::parse(&args.order).map_err(|d| Failure::Usage(d.to_string()))?,
-        args.gpus_per_task,
+        args.gpus_per_task.unwrap_or(1),
         args.oversubscribe,
     )
     .map_err(Failure::Usage)?

@@ -50,6 +50,9 @@ pub struct GpuRequest {
     pub order: Order,
     /// Whether tasks may share CPUs when a group's CPUs are too few.
     pub oversubscribe: bool,
+    /// The tasks' GPUs are fixed by the caller (a launcher that binds GPUs to tasks itself):
+    /// task `t` gets `gpus[t*k .. t*k+k]`, in the order given, and only the CPUs are placed.
+    pub fixed: bool,
 }
 
 /// The layout of a `g` request: `Some` when `input` is `gpu` or starts with `g`.
@@ -125,6 +128,23 @@ pub enum GpuError {
     TooFewGpus {
         /// GPUs per task.
         per_task: u32,
+        /// GPUs here.
+        have: usize,
+        /// Their names.
+        gpus: String,
+    },
+    /// The tasks' GPUs are fixed ([`GpuRequest::fixed`]) and there are too few for the tasks.
+    #[error(
+        "the GPUs are bound to the tasks {per_task} at a time, in order: {tasks} task(s) need \
+         {need} GPU(s) and the step has {have} here ({gpus}); ask for fewer tasks or more GPUs"
+    )]
+    TooManyBound {
+        /// Tasks.
+        tasks: u32,
+        /// GPUs per task.
+        per_task: u32,
+        /// GPUs needed.
+        need: u32,
         /// GPUs here.
         have: usize,
         /// Their names.
@@ -316,14 +336,31 @@ pub fn place_by_gpu(
     // that order; units in the order of their first GPU.
     let mut units: Vec<Vec<usize>> = Vec::new();
     let mut spare: Vec<usize> = Vec::new();
-    for run in order.chunk_by(|&a, &b| near[a] == near[b]) {
-        let mut chunks = run.chunks_exact(k);
-        units.extend(chunks.by_ref().map(<[usize]>::to_vec));
-        spare.extend_from_slice(chunks.remainder());
+    if req.fixed {
+        // The caller's GPUs for each task, in its order.
+        spare = (0..gpus.len()).collect();
+    } else {
+        for run in order.chunk_by(|&a, &b| near[a] == near[b]) {
+            let mut chunks = run.chunks_exact(k);
+            units.extend(chunks.by_ref().map(<[usize]>::to_vec));
+            spare.extend_from_slice(chunks.remainder());
+        }
     }
     let mut chunks = spare.chunks_exact(k);
     units.extend(chunks.by_ref().map(<[usize]>::to_vec));
     let left = chunks.remainder();
+    if req.fixed {
+        for unit in units.iter().take(np as usize) {
+            if unit.iter().any(|&g| near[g] != near[unit[0]]) {
+                notes.push(format!(
+                    "the GPUs given to one task ({}) are near different CPUs; the task runs on \
+                     those near {}",
+                    names(gpus, unit.iter().copied()),
+                    gpu_name(gpus[unit[0]])
+                ));
+            }
+        }
+    }
     if !left.is_empty() {
         notes.push(format!(
             "{} GPU(s) used by no task ({}): {} GPUs are not a multiple of {k} per task",
@@ -333,8 +370,19 @@ pub fn place_by_gpu(
         ));
     }
     let rank_of = |g: usize| order.iter().position(|&o| o == g).unwrap_or(usize::MAX);
-    units.sort_by_key(|u| rank_of(u[0]));
+    if !req.fixed {
+        units.sort_by_key(|u| rank_of(u[0]));
+    }
     let u = units.len() as u32;
+    if req.fixed && np > u {
+        return Err(GpuError::TooManyBound {
+            tasks: np,
+            per_task: k as u32,
+            need: np.saturating_mul(k as u32),
+            have: gpus.len(),
+            gpus: all,
+        });
+    }
     if let Some(cap) = req.per_gpu {
         if np > cap.saturating_mul(u) {
             return Err(GpuError::TooManyTasks {
@@ -629,6 +677,7 @@ mod tests {
 
     fn req(layout: &str, bind: Option<&str>) -> GpuRequest {
         GpuRequest {
+            fixed: false,
             layout: parse_gpu_layout(layout).unwrap().unwrap(),
             bind: bind.map(|b| Bind::parse(b).unwrap()),
             mppr: Mppr::none(),
@@ -817,5 +866,37 @@ mod tests {
         );
         assert_eq!(split_gpu_mppr("1:g").unwrap(), (Some(1), None));
         assert_eq!(split_gpu_mppr("0:g,1:c").unwrap_err().span, Some((0, 1)));
+    }
+
+    #[test]
+    fn fixed_gpus_keep_the_callers_order_and_only_cpus_are_placed() {
+        // By hand: GPU 2 is near package 1 (CPUs 2-3), GPU 0 near package 0 (CPUs 0-1). Fixed
+        // in the order [2, 0], task 0 keeps GPU 2 and runs on CPU 2, task 1 keeps GPU 0 on CPU
+        // 0, where LAMA's own choice would give task 0 GPU 0.
+        let m = lassen();
+        let all = all_gpus(&m);
+        let given = [all[2], all[0]];
+        let mut r = req("gcsbnh", Some("1c"));
+        r.fixed = true;
+        let p = place_by_gpu(&m, &given, 2, &r, "none").unwrap();
+        assert_eq!(
+            summary(&m, &p),
+            [
+                (vec![0], "2".to_string(), Some("mlx5_1".to_string())),
+                (vec![1], "0".to_string(), Some("mlx5_0".to_string()))
+            ]
+        );
+        r.fixed = false;
+        let own = place_by_gpu(&m, &given, 2, &r, "none").unwrap();
+        assert_eq!(own.tasks[0].gpus, [1]);
+        // Three tasks for two bound GPUs: refused, naming what is needed.
+        r.fixed = true;
+        let e = place_by_gpu(&m, &given, 3, &r, "none")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("3 task(s) need 3 GPU(s) and the step has 2 here"),
+            "{e}"
+        );
     }
 }

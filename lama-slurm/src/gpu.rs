@@ -54,6 +54,7 @@ pub fn request(
         None => Mppr::none(),
     };
     Ok(Some(GpuRequest {
+        fixed: false,
         layout,
         bind,
         mppr,
@@ -107,6 +108,70 @@ pub fn visible_variable(vendor: &str) -> &'static str {
         "Intel" => "ZE_AFFINITY_MASK",
         _ => "CUDA_VISIBLE_DEVICES",
     }
+}
+
+/// How Slurm binds a step's GPUs to its tasks, from `SLURM_TRES_BIND` (`gres/gpu:per_task:1`,
+/// Slurm 24.11 and later) or `SLURM_GPU_BIND`; `--gpus-per-task` without `--gpu-bind` implies
+/// `per_task`. Under `ConstrainDevices=yes` a bound task can open only its GPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlurmGpuBind {
+    /// No binding (`--gpu-bind=none`, or none asked for): every task may use every GPU of the
+    /// step.
+    None,
+    /// `per_task:K`: local task `i` gets the step's GPUs `i*K .. i*K+K`, in Slurm's order.
+    PerTask(u32),
+    /// Any other binding (`closest`, `single:N`, `map_gpu:...`, `mask_gpu:...`), as written.
+    Other(String),
+}
+
+impl SlurmGpuBind {
+    /// Reads `SLURM_TRES_BIND` (`tres`) or else `SLURM_GPU_BIND` (`gpu`): Slurm's `verbose,`
+    /// prefix is dropped.
+    pub fn read(tres: Option<&str>, gpu: Option<&str>) -> SlurmGpuBind {
+        let from_tres = tres.and_then(|t| {
+            t.split(['+', ';'])
+                .find_map(|part| part.trim().strip_prefix("gres/gpu:"))
+        });
+        let Some(kind) = from_tres.or(gpu.map(str::trim)).filter(|k| !k.is_empty()) else {
+            return SlurmGpuBind::None;
+        };
+        let kind = kind.strip_prefix("verbose,").unwrap_or(kind);
+        if kind == "none" || kind == "verbose" {
+            return SlurmGpuBind::None;
+        }
+        match kind.strip_prefix("per_task:").map(|k| k.parse::<u32>()) {
+            Some(Ok(k)) if k > 0 => SlurmGpuBind::PerTask(k),
+            _ => SlurmGpuBind::Other(kind.to_string()),
+        }
+    }
+}
+
+/// The GPUs per task of a step, from `SLURM_GPUS_PER_TASK` (`[type:]K`) or else
+/// `SLURM_TRES_PER_TASK` (`gres/gpu=K` or `gres/gpu:type=K`, among other TRES; Slurm 24.11
+/// sets only this one); `None` when neither names GPUs, an error when the count is not one.
+pub fn gpus_per_task(gpus: Option<&str>, tres: Option<&str>) -> Result<Option<u32>, String> {
+    let count = |text: &str, what: &str| {
+        text.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{what} '{text}' is not a GPU count"))
+    };
+    if let Some(g) = gpus.filter(|g| !g.trim().is_empty()) {
+        return count(g.rsplit(':').next().unwrap_or(g), "SLURM_GPUS_PER_TASK").map(Some);
+    }
+    let Some(tres) = tres else {
+        return Ok(None);
+    };
+    for part in tres.split(',') {
+        let Some((name, value)) = part.trim().split_once('=') else {
+            continue;
+        };
+        if name == "gres/gpu" || name.starts_with("gres/gpu:") {
+            return count(value, "SLURM_TRES_PER_TASK").map(Some);
+        }
+    }
+    Ok(None)
 }
 
 /// A task's GPU variables. `tokens` is Slurm's value of the vendor variable for the whole
@@ -164,6 +229,41 @@ pub fn nic_variables(nic: &Device) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurms_gpu_binding_and_gpus_per_task_are_read_as_24_11_writes_them() {
+        // Seen on Slurm 24.11: srun --gpus-per-task=1 exports SLURM_TRES_PER_TASK=gres/gpu=1
+        // and SLURM_TRES_BIND=gres/gpu:per_task:1, and no SLURM_GPUS_PER_TASK.
+        assert_eq!(
+            SlurmGpuBind::read(Some("gres/gpu:per_task:1"), None),
+            SlurmGpuBind::PerTask(1)
+        );
+        assert_eq!(
+            SlurmGpuBind::read(Some("gres/gpu:none"), None),
+            SlurmGpuBind::None
+        );
+        assert_eq!(
+            SlurmGpuBind::read(Some("gres/gpu:verbose,closest"), None),
+            SlurmGpuBind::Other("closest".into())
+        );
+        assert_eq!(
+            SlurmGpuBind::read(None, Some("map_gpu:1,0")),
+            SlurmGpuBind::Other("map_gpu:1,0".into())
+        );
+        assert_eq!(SlurmGpuBind::read(None, None), SlurmGpuBind::None);
+        assert_eq!(gpus_per_task(None, Some("gres/gpu=2")), Ok(Some(2)));
+        assert_eq!(
+            gpus_per_task(None, Some("cpu=4,gres/gpu:a100=1")),
+            Ok(Some(1))
+        );
+        assert_eq!(
+            gpus_per_task(Some("a100:3"), Some("gres/gpu=1")),
+            Ok(Some(3))
+        );
+        assert_eq!(gpus_per_task(None, Some("cpu=4")), Ok(None));
+        assert!(gpus_per_task(None, Some("gres/gpu=x")).is_err());
+        assert!(gpus_per_task(Some("0"), None).is_err());
+    }
 
     #[test]
     fn requests() {

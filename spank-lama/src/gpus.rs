@@ -12,7 +12,10 @@ use crate::request::StepRequest;
 use lama_engine::{
     numa_nodes, place_by_gpu, render, Device, DeviceKind, GpuError, GpuRequest, Machine,
 };
-use lama_slurm::gpu::{nic_variables, parse_indexes, step_gpus, task_variables, visible_variable};
+use lama_slurm::gpu::{
+    gpus_per_task, nic_variables, parse_indexes, step_gpus, task_variables, visible_variable,
+    SlurmGpuBind,
+};
 
 /// The GPUs of a step on this node, as Slurm gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,17 +26,9 @@ pub struct StepGpus {
     pub tokens: Option<Vec<String>>,
     /// `--gpus-per-task` (1 when not given).
     pub per_task: u32,
-    /// `--gpu-bind` was given (`SLURM_GPU_BIND`): LAMA's assignment replaces it.
-    pub gpu_bind: Option<String>,
-}
-
-/// The number in `--gpus-per-task`'s `[type:]count`.
-fn per_task(text: &str) -> Result<u32, String> {
-    text.rsplit(':')
-        .next()
-        .and_then(|n| n.trim().parse::<u32>().ok())
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("SLURM_GPUS_PER_TASK '{text}' is not a GPU count"))
+    /// How Slurm binds the GPUs to the tasks (`--gpu-bind`; `per_task` is implied by
+    /// `--gpus-per-task`).
+    pub binding: SlurmGpuBind,
 }
 
 /// Reads the step's GPUs from its environment (`env`); `vendor` names the variable read.
@@ -50,15 +45,18 @@ pub fn read(env: impl Fn(&str) -> Option<String>, vendor: &str) -> Result<StepGp
             .map(|t| t.trim().to_string())
             .collect::<Vec<_>>()
     });
-    let per_task = match env("SLURM_GPUS_PER_TASK") {
-        Some(t) => per_task(&t)?,
-        None => 1,
-    };
+    let per_task = gpus_per_task(
+        env("SLURM_GPUS_PER_TASK").as_deref(),
+        env("SLURM_TRES_PER_TASK").as_deref(),
+    )?;
     Ok(StepGpus {
         slurm,
         tokens,
-        per_task,
-        gpu_bind: env("SLURM_GPU_BIND").filter(|b| !b.is_empty() && b != "none"),
+        per_task: per_task.unwrap_or(1),
+        binding: SlurmGpuBind::read(
+            env("SLURM_TRES_BIND").as_deref(),
+            env("SLURM_GPU_BIND").as_deref(),
+        ),
     })
 }
 
@@ -84,15 +82,55 @@ pub fn place_here(
         return Err("the request does not place by GPU".to_string());
     };
     let all = machine_gpus(machine);
-    let devices = step_gpus(&all, &gpus.slurm)?;
+    let step = step_gpus(&all, &gpus.slurm)?;
+    let mut by_rank: Vec<usize> = (0..globals.len()).collect();
+    by_rank.sort_by_key(|&i| globals[i]);
+    // `position[j]`: where the j-th GPU given to the engine is in SLURM_STEP_GPUS.
+    let (position, per_task, fixed): (Vec<usize>, u32, bool) = match &gpus.binding {
+        SlurmGpuBind::None => ((0..step.len()).collect(), gpus.per_task, false),
+        // Slurm's own assignment, which ConstrainDevices=yes enforces per task: local task i
+        // gets the step's GPUs i*k .. i*k+k in Slurm's order. LAMA keeps it and places each
+        // task's CPUs near its GPUs (tasks in rank order, as the engine numbers them).
+        SlurmGpuBind::PerTask(k) => {
+            let k = *k as usize;
+            let mut in_order: Vec<usize> = (0..step.len()).collect();
+            in_order.sort_by_key(|&i| gpus.slurm[i]);
+            let mut position = Vec::with_capacity(globals.len() * k);
+            for &local in &by_rank {
+                match in_order.get(local * k..local * k + k) {
+                    Some(mine) => position.extend_from_slice(mine),
+                    None => {
+                        return Err(format!(
+                            "Slurm binds {k} GPU(s) to each task (per_task:{k}), and local task \
+                             {local} has none of the step's {} GPU(s) here; ask for more GPUs or \
+                             fewer tasks",
+                            step.len()
+                        ))
+                    }
+                }
+            }
+            (position, k as u32, true)
+        }
+        SlurmGpuBind::Other(kind) => {
+            return Err(format!(
+                "Slurm binds each task to GPUs itself (--gpu-bind={kind}), and under \
+                 ConstrainDevices=yes a task can open only those, so a layout led by 'g' cannot \
+                 choose them: give --gpu-bind=none to let LAMA choose each task's GPUs, \
+                 --gpu-bind=per_task:K to keep Slurm's in task order with the CPUs near them, or \
+                 a layout without 'g'"
+            ))
+        }
+    };
+    let devices: Vec<&Device> = position.iter().map(|&i| step[i]).collect();
     let req = GpuRequest {
         layout: request.layout.clone(),
         bind: (!options.bind_gpu).then(|| request.binding()),
         mppr: request.mppr.clone(),
         per_gpu: options.per_gpu,
-        gpus_per_task: gpus.per_task,
+        gpus_per_task: per_task,
         order: request.order,
         oversubscribe: overcommit,
+        fixed,
     };
     let placed = place_by_gpu(
         machine,
@@ -108,9 +146,18 @@ pub fn place_here(
         e => e.to_string(),
     })?;
     let vendor = devices.first().map_or("", |d| d.vendor.as_str());
-    let tokens = gpus.tokens.as_deref();
+    // Bound by Slurm, a task sees only its own GPUs, and Slurm's value of the vendor variable
+    // for it already names them: it is left alone.
+    let tokens = gpus.tokens.as_deref().filter(|_| !fixed);
     let mut notes = placed.notes.clone();
-    if tokens.is_some_and(|t| t.len() != gpus.slurm.len()) || tokens.is_none() {
+    if fixed && request.verbose {
+        notes.push(format!(
+            "Slurm binds {per_task} GPU(s) to each task in task order (per_task:{per_task}, \
+             which --gpus-per-task implies): each task keeps Slurm's and runs on the CPUs near \
+             them; --gpu-bind=none lets LAMA choose each task's GPUs"
+        ));
+    }
+    if !fixed && (tokens.is_some_and(|t| t.len() != gpus.slurm.len()) || tokens.is_none()) {
         notes.push(format!(
             "{} does not list one GPU for each of SLURM_STEP_GPUS ({}): it is left as Slurm set \
              it, and each task's GPUs are only in LAMA_GPUS",
@@ -122,12 +169,11 @@ pub fn place_here(
                 .join(",")
         ));
     }
-    let mut by_rank: Vec<usize> = (0..globals.len()).collect();
-    by_rank.sort_by_key(|&i| globals[i]);
     let mut out: Vec<Option<TaskPlacement>> = vec![None; globals.len()];
     for (k, &local) in by_rank.iter().enumerate() {
         let t = &placed.tasks[k];
-        let mut env = task_variables(vendor, tokens, &gpus.slurm, &t.gpus, options.isolate);
+        let own: Vec<usize> = t.gpus.iter().map(|&j| position[j]).collect();
+        let mut env = task_variables(vendor, tokens, &gpus.slurm, &own, options.isolate);
         if let Some(n) = t.nic {
             env.extend(nic_variables(&machine.devices()[n]));
         }
@@ -269,6 +315,68 @@ mod tests {
         assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0"));
         assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("1"));
         assert_eq!(tasks[0].cpus.to_string(), "0-1");
+    }
+
+    #[test]
+    fn slurms_per_task_binding_is_kept_and_other_bindings_refused() {
+        // Slurm 24.11's --gpus-per-task=1 on GPUs 0 and 2: per_task:1, local task 0 gets GPU 0
+        // and local task 1 GPU 2 (Slurm's order, enforced per task under ConstrainDevices).
+        // Local task 1 is rank 0, so rank order and local order differ. By hand: GPU 2 is near
+        // package 1 (CPUs 2-3), GPU 0 near package 0.
+        let vars = [
+            ("SLURM_STEP_GPUS", "0,2"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("SLURM_TRES_PER_TASK", "gres/gpu=1"),
+            ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+        ];
+        let gpus = read(env_of(&vars), "NVIDIA").unwrap();
+        assert_eq!(gpus.binding, SlurmGpuBind::PerTask(1));
+        let (tasks, _) = place_here(
+            &node(),
+            &request("gcsbnh", None, false),
+            &gpus,
+            &[1, 0],
+            false,
+        )
+        .unwrap();
+        assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("0"));
+        assert_eq!(tasks[0].cpus.to_string(), "0");
+        assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("2"));
+        assert_eq!(tasks[1].cpus.to_string(), "2");
+        // Slurm's per-task value of CUDA_VISIBLE_DEVICES is left alone.
+        assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), None);
+        assert_eq!(var(&tasks[1], "UCX_NET_DEVICES"), Some("mlx5_1:1"));
+        // --gpu-bind=none: LAMA chooses, as without binding (rank 0 first: GPU 0).
+        let mut none = vars;
+        none[3] = ("SLURM_TRES_BIND", "gres/gpu:none");
+        let gpus = read(env_of(&none), "NVIDIA").unwrap();
+        let (tasks, _) = place_here(
+            &node(),
+            &request("gcsbnh", None, false),
+            &gpus,
+            &[1, 0],
+            false,
+        )
+        .unwrap();
+        assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
+        assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0,1"));
+        // Another Slurm binding: refused, naming the way out.
+        let mut closest = vars;
+        closest[3] = ("SLURM_TRES_BIND", "gres/gpu:closest");
+        let gpus = read(env_of(&closest), "NVIDIA").unwrap();
+        let e = place_here(&node(), &request("g", None, false), &gpus, &[0, 1], false).unwrap_err();
+        assert!(
+            e.contains("--gpu-bind=closest") && e.contains("--gpu-bind=none"),
+            "{e}"
+        );
+        // per_task:1 with more tasks than GPUs.
+        let gpus = read(env_of(&vars), "NVIDIA").unwrap();
+        let e =
+            place_here(&node(), &request("g", None, false), &gpus, &[0, 1, 2], true).unwrap_err();
+        assert!(
+            e.contains("local task 2 has none of the step's 2 GPU(s)"),
+            "{e}"
+        );
     }
 
     #[test]

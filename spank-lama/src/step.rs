@@ -175,15 +175,6 @@ fn by_gpu(
         tracing::warn!(node, "lama: {note}");
         spank_log_user!("lama: {node}: {note}");
     }
-    if let Some(kind) = &step_gpus.gpu_bind {
-        if spank.job_nodeid().unwrap_or(0) == 0 {
-            spank_log_user!(
-                "lama: {node}: warning: --gpu-bind={kind} and a LAMA layout led by 'g' both \
-                 choose each task's GPUs; LAMA's choice replaces Slurm's. Leave out \
-                 --gpu-bind, or lead the layout without 'g' to keep Slurm's"
-            );
-        }
-    }
     step_messages(spank, node, machine, request, None);
     Ok(Step::Layout {
         request: request.clone(),

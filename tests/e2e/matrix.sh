@@ -16,8 +16,9 @@ declare -A tests_of=(
     [corespec]="t_row_corespec"
     [contain-spank]="t_bind_core t_membind t_plan_ring_and_stencil t_bad_input_fails_before_launch"
     [optional]="t_row_optional t_bind_core"
+    [contain-devices]="t_row_contain_devices t_gpu_placement"
 )
-rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional)
+rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional contain-devices)
 [ $# -gt 0 ] && rows=("$@")
 
 passed=0 failed=0

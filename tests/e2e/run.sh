@@ -671,20 +671,48 @@ slurm_conf() { on "$1" sh -c "grep -E '^$2=' /etc/slurm/slurm.conf | cut -d= -f2
 t_gpu_placement() {
     # node1 has four GPUs (docker/gres.conf, docker/node1-gpus.xml): by hand from the XML, GPUs
     # 0 and 1 and mlx5_0 are near CPU 0 (socket 0), GPUs 2 and 3 and mlx5_1 near CPU 1.
-    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${CUDA_VISIBLE_DEVICES-unset} ${LAMA_NICS-unset} ${UCX_NET_DEVICES-unset} ${SLURM_STEP_GPUS-unset} ${CUDA_DEVICE_ORDER-unset}"'
-    # One GPU per task: whichever GPUs Slurm gives, each task runs on the CPU of its GPU's
-    # socket, with that socket's card, and its own GPU first among the step's.
+    # The last field: which of /dev/nvidia0-3 the task may open (o) or not (d: denied by the
+    # step's or the task's devices cgroup under ConstrainDevices=yes).
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${CUDA_VISIBLE_DEVICES-unset} ${LAMA_NICS-unset} ${UCX_NET_DEVICES-unset} ${SLURM_STEP_GPUS-unset} ${CUDA_DEVICE_ORDER-unset} $(for g in 0 1 2 3; do (: < /dev/nvidia$g) 2>&1 | grep -q "not permitted" && printf d || printf o; done)"'
+    local constrained; constrained=$(on node1 sh -c "sed -n 's/^ConstrainDevices=//p' /etc/slurm/cgroup.conf")
+    # --gpus-per-task=1: Slurm binds one GPU to each task in task order (per_task:1; under
+    # ConstrainDevices=yes each task can open only that one). LAMA keeps Slurm's GPU and runs
+    # the task on the CPU of its GPU's socket, with that socket's card; the vendor variable is
+    # Slurm's, naming one GPU.
     run_srun -w node1 -n2 --gpus-per-task=1 --lama-map=gcsbnh || fail "srun failed: $(cat "$work/err")" || return 1
-    local rank host cpus gpus visible nic ucx step order
-    while read -r rank host cpus gpus visible nic ucx step order; do
+    local rank host cpus gpus visible nic ucx step order open
+    while read -r rank host cpus gpus visible nic ucx step order open; do
         [[ "$gpus" =~ ^[0-3]$ ]] || { fail "rank $rank: LAMA_GPUS [$gpus]"; return 1; }
         assert_eq "rank $rank's CPU (GPU $gpus)" "$((gpus / 2))" "$cpus" || return 1
         assert_eq "rank $rank's NIC" "mlx5_$((gpus / 2))" "$nic" || return 1
         assert_eq "rank $rank's UCX_NET_DEVICES" "mlx5_$((gpus / 2)):1" "$ucx" || return 1
-        assert_eq "rank $rank: Slurm's own GPU for the task" "$gpus" "$step" || return 1
-        assert_eq "rank $rank: CUDA_DEVICE_ORDER" "PCI_BUS_ID" "$order" || return 1
-        [ "$(echo "$visible" | tr ',' '\n' | wc -l)" -eq 2 ] || { fail "rank $rank sees [$visible], not the step's two GPUs"; return 1; }
+        assert_eq "rank $rank may open its GPU $gpus" "o" "${open:$gpus:1}" || return 1
+        [[ "$visible" =~ ^[0-3]$ ]] || { fail "rank $rank: Slurm's CUDA_VISIBLE_DEVICES [$visible] is not one GPU"; return 1; }
+        if [ "$constrained" == yes ]; then
+            assert_eq "rank $rank opens only its GPU" 1 "$(echo "$open" | tr -cd o | wc -c)" || return 1
+        else
+            assert_eq "rank $rank: Slurm's own GPU for the task" "$gpus" "$step" || return 1
+        fi
     done < "$work/out"
+    assert_eq "ranks" "0 1" "$(report_field 1)" || return 1
+    # With --gpu-bind=none LAMA chooses: both tasks may open both GPUs, each sees its own first.
+    run_srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=none --lama-map=gcsbnh || fail "srun --gpu-bind=none failed: $(cat "$work/err")" || return 1
+    while read -r rank host cpus gpus visible nic ucx step order open; do
+        [[ "$gpus" =~ ^[0-3]$ ]] || { fail "rank $rank: LAMA_GPUS [$gpus]"; return 1; }
+        assert_eq "--gpu-bind=none: rank $rank's CPU (GPU $gpus)" "$((gpus / 2))" "$cpus" || return 1
+        assert_eq "--gpu-bind=none: rank $rank: CUDA_DEVICE_ORDER" "PCI_BUS_ID" "$order" || return 1
+        [ "$(echo "$visible" | tr ',' '\n' | wc -l)" -eq 2 ] || { fail "rank $rank sees [$visible], not the step's two GPUs"; return 1; }
+        assert_eq "rank $rank may open its GPU $gpus" "o" "${open:$gpus:1}" || return 1
+        # Its own GPU first: node1's number, or under ConstrainDevices=yes the step's (0 for
+        # the lower of its two GPUs).
+        [ "$constrained" == yes ] || assert_eq "rank $rank: own GPU first" "$gpus" "${visible%%,*}" || return 1
+    done < "$work/out"
+    assert_eq "--gpu-bind=none: each task's own GPU first, different GPUs" "2" \
+        "$(report_field 5 | tr ' ' '\n' | cut -d, -f1 | sort -u | wc -l)" || return 1
+    # Another Slurm binding is refused before the tasks run, naming the ways out.
+    as_user srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=closest --lama-map=gcsbnh true > "$work/out" 2> "$work/err" \
+        && { fail "--gpu-bind=closest with a g layout ran"; return 1; }
+    grep -qF -- "--gpu-bind=none to let LAMA choose" "$work/err" || fail "no message for --gpu-bind=closest: $(cat "$work/err")" || return 1
     # All four GPUs for two tasks, bound to the CPUs near each task's GPU (1g): GPUs 0 and 1,
     # both near CPU 0. Without 'g' the second task would run on CPU 1.
     run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g || fail "srun 1g failed: $(cat "$work/err")" || return 1
@@ -737,6 +765,31 @@ t_cpu_bind_and_lama() {
     assert_eq "--hint=nomultithread" "node2:0" "$(actual_cpus)" || return 1
     run_srun -w node2 -n1 --threads-per-core=1 --lama-map=scbnh || fail "srun --threads-per-core failed: $(cat "$work/err")" || return 1
     assert_eq "--threads-per-core=1 (cpuset of one thread, LAMA's 1c inside it)" "node2:0" "$(actual_cpus)"
+}
+
+t_row_contain_devices() {
+    # ConstrainDevices=yes: a step may open only its own GPUs, and Slurm numbers them from 0 in
+    # CUDA_VISIBLE_DEVICES while SLURM_STEP_GPUS keeps node1's numbers. A job holding two GPUs
+    # and CPU 0 (gres.conf: GPUs 0 and 1 are near CPU 0) leaves GPUs 2 and 3 to the LAMA step.
+    assert_eq "ConstrainDevices" "yes" "$(on node1 sh -c "sed -n 's/^ConstrainDevices=//p' /etc/slurm/cgroup.conf")" || return 1
+    local holder
+    holder=$(as_user sbatch --parsable -w node1 -n1 --gres=gpu:2 -o /dev/null --wrap 'sleep 300') || return 1
+    wait_for 30 job_running "$holder" || { as_user scancel "$holder"; fail "the job holding two GPUs did not start"; return 1; }
+    local held; held=$(as_user scontrol show job -d "$holder" | grep -o 'gpu:2(IDX:[0-9-]*)')
+    local task_report='echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${CUDA_VISIBLE_DEVICES-unset} ${SLURM_STEP_GPUS-unset} $(for g in 0 1 2 3; do (: < /dev/nvidia$g) 2>&1 | grep -q "not permitted" && printf d || printf o; done)"'
+    run_srun -w node1 -n1 --gres=gpu:2 --lama-map=gcsbnh
+    local rc=$? shared; shared=$(cat "$work/out")
+    run_srun -w node1 -n1 --gres=gpu:2 --lama-map=gcsbnh --lama-gpu-isolate
+    local rc_isolated=$? isolated; isolated=$(report_field 4)
+    release "$holder" || return 1
+    [ $rc -eq 0 ] && [ $rc_isolated -eq 0 ] || fail "srun failed: $(cat "$work/err")" || return 1
+    assert_eq "the holder's GPUs" "gpu:2(IDX:0-1)" "$held" || return 1
+    # By hand: GPU 2 is the step's first GPU near CPU 1; Slurm's CUDA_VISIBLE_DEVICES for the
+    # step is 0,1, so GPU 2 is 0 (ConstrainDevices=no would say 2,3); the step opens GPUs 2 and
+    # 3 (o) and not 0 and 1 (d, denied by the devices cgroup).
+    assert_eq "CPU, LAMA_GPUS, CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, devices" \
+        "0 1 2 0,1 2,3 ddoo" "$shared" || return 1
+    assert_eq "isolated: only its own GPU, numbered as the step sees it" "0" "$isolated"
 }
 
 t_row_affinity_only() {

@@ -70,6 +70,20 @@ for n in 0 1 2 3; do
 done
 for pair in 0:1 2:3; do qemu_machine+=(-numa "dist,src=${pair%:*},dst=${pair#*:},val=12"); done
 for pair in 0:2 0:3 1:2 1:3; do qemu_machine+=(-numa "dist,src=${pair%:*},dst=${pair#*:},val=21"); done
+# I/O locality as a real server's firmware reports it (ACPI _PXM of a host bridge): two PCI
+# Express expander bridges, each bound to a NUMA node, with devices behind root ports: an e1000e
+# NIC on NUMA node 1 (CPUs 4-7), a virtio NIC and a display adapter (bochs) on node 3 (CPUs
+# 12-15). Their user-mode networks are restricted and unused: the NICs are there to be seen.
+# (The disk and the ssh NIC are placed on the root bus by name: QEMU would otherwise put them
+# behind the last expander bridge, which takes only bridges.)
+qemu_machine+=(-device pxb-pcie,id=pxb1,bus_nr=64,numa_node=1,bus=pcie.0
+    -device pcie-root-port,id=rp1,bus=pxb1,chassis=11,slot=0
+    -netdev user,id=io1,restrict=on -device e1000e,netdev=io1,bus=rp1
+    -device pxb-pcie,id=pxb3,bus_nr=128,numa_node=3,bus=pcie.0
+    -device pcie-root-port,id=rp3,bus=pxb3,chassis=13,slot=0
+    -netdev user,id=io3,restrict=on -device virtio-net-pci,netdev=io3,bus=rp3
+    -device pcie-root-port,id=rp3d,bus=pxb3,chassis=14,slot=1
+    -device bochs-display,bus=rp3d)
 guest_mem_mib=4096
 
 # Prints the guest image's directory, built first unless the one for the current inputs (the
@@ -178,8 +192,10 @@ boot() {
         if qemu-system-x86_64 -name "$qemu_name" "${qemu_machine[@]}" \
             -kernel "$dir/vmlinux" -initrd "$dir/initrd.img" \
             -append "root=/dev/vda rw console=ttyS0 quiet panic=-1" -no-reboot \
-            -drive "file=$dir/root.img,if=virtio,format=raw,snapshot=on" \
-            -nic "user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
+            -drive "file=$dir/root.img,if=none,id=root,format=raw,snapshot=on" \
+            -device virtio-blk-pci,drive=root,bus=pcie.0 \
+            -netdev "user,id=ssh,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
+            -device virtio-net-pci,netdev=ssh,bus=pcie.0 \
             -display none -monitor none -serial "file:$run/console.log" \
             -daemonize -pidfile "$run/qemu.pid" 2> "$run/qemu.log"; then
             break

@@ -7,7 +7,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use lama_engine::{
     binding_for_cpus, cpus_covered, exact_binding, numa_nodes, place, place_cpus_per_task, render,
     Bind, CpuList, CpuUnit, Layout, Machine, Membind, Mppr, Order, PlaceError, Placement, Request,
-    MAP_ALIASES,
+    BIND_ALIASES, MAP_ALIASES,
 };
 use lama_hwloc::Source;
 use lama_slurm::distribution::{count_list, parse_counts, Distribution};
@@ -138,11 +138,13 @@ struct MapArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     np: u32,
     /// Mapping layout (e.g. scbnh) or alias (hwthread core l1cache l2cache l3cache numa socket node).
-    #[arg(long, short = 'm', value_name = "LAYOUT", value_hint = clap::ValueHint::Other)]
+    #[arg(long, short = 'm', value_name = "LAYOUT", hide_possible_values = true,
+          value_parser = Suggest(MAP_ALIASES.iter().map(|(a, _)| *a).collect()))]
     map: String,
     /// Binding width (e.g. 1c, 2L2, 1s) or alias, or none. [default: 1c, or with
     /// --cpus-per-task N the narrowest binding of N CPUs, as the plugin does]
-    #[arg(long, short = 'b', value_name = "WIDTH", value_hint = clap::ValueHint::Other)]
+    #[arg(long, short = 'b', value_name = "WIDTH", hide_possible_values = true,
+          value_parser = Suggest(BIND_ALIASES.iter().map(|(a, _)| *a).collect()))]
     bind: Option<String>,
     /// CPUs per process, as Slurm's -c/--cpus-per-task: without --bind, each process is bound
     /// to at least N CPUs, kept inside the smallest enclosing object where possible.
@@ -229,6 +231,32 @@ struct MapArgs {
     /// With a layout led by 'g': each task sees only its own GPUs (--lama-gpu-isolate).
     #[arg(long)]
     gpu_isolate: bool,
+}
+
+/// A value that may be anything (a layout, a width) and whose aliases shells complete: the
+/// parser accepts every string (the engine judges it) and offers `self.0` as completions.
+#[derive(Clone)]
+struct Suggest(Vec<&'static str>);
+
+impl clap::builder::TypedValueParser for Suggest {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        Ok(value.to_string_lossy().into_owned())
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            self.0.iter().map(|v| clap::builder::PossibleValue::new(*v)),
+        ))
+    }
 }
 
 /// A failure with its exit status.

@@ -109,7 +109,11 @@ fn arg_text(arg: &clap::Arg) -> String {
         .map(|v| v.get_name().to_string())
         .collect();
     let takes_value = arg.get_action().takes_values();
-    if takes_value && !choices.is_empty() && !text.contains("possible values") {
+    if takes_value
+        && !choices.is_empty()
+        && !arg.is_hide_possible_values_set()
+        && !text.contains("possible values")
+    {
         text += &format!(" [possible values: {}]", choices.join(", "));
     }
     let defaults: Vec<String> = arg

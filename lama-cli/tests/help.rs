@@ -65,3 +65,34 @@ fn n_and_h_are_optional_as_documented() {
     // The layout as placed: c with n and h appended.
     assert!(text.contains("\"layout\":\"cnh\""), "{text}");
 }
+
+#[test]
+fn shells_complete_the_aliases_of_map_and_bind_not_files() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::cargo_bin("lama")
+            .unwrap()
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let script = String::from_utf8(out.stdout).unwrap();
+        // Every map alias, and the binding's "none", offered as a completion word.
+        for (alias, _) in lama_engine::MAP_ALIASES {
+            assert!(script.contains(alias), "{shell}: {alias}");
+        }
+        assert!(
+            script.contains("l2cache l3cache numa socket node none")
+                || script.contains(r"none\t")
+                || script.contains("\"none\""),
+            "{shell}: bind's none"
+        );
+        // The hidden manpage subcommand is not offered.
+        assert!(!script.contains("manpage"), "{shell}");
+    }
+    // Any layout is still accepted (the aliases are suggestions, not the only values).
+    Command::cargo_bin("lama")
+        .unwrap()
+        .args(["map", "-t", "pack:1 core:2 pu:1", "-n", "1", "-m", "cs"])
+        .assert()
+        .success();
+}

@@ -543,11 +543,17 @@ fn device_lines(m: &Machine, ranks: &dyn Fn(&Device) -> Vec<u32>) -> String {
         out,
         "devices (GPUs and NICs in PCI bus order; near: the object above each that holds CPUs):"
     );
+    let vendor_width = m
+        .devices()
+        .iter()
+        .map(|d| d.vendor.len())
+        .max()
+        .unwrap_or(0);
     for d in m.devices() {
         let r = ranks(d);
         let _ = writeln!(
             out,
-            "  {}{:<3} {:<9} {}  {:<24} near {} (P#{}){}{}",
+            "  {}{:<3} {:<vendor_width$} {}  {:<24} near {} (P#{}){}{}",
             d.kind,
             d.index,
             d.vendor,

@@ -331,14 +331,19 @@ mod tests {
         ];
         let gpus = read(env_of(&vars), "NVIDIA").unwrap();
         assert_eq!(gpus.binding, SlurmGpuBind::PerTask(1));
-        let (tasks, _) = place_here(
-            &node(),
-            &request("gcsbnh", None, false),
-            &gpus,
-            &[1, 0],
-            false,
-        )
-        .unwrap();
+        // Local task 0 is rank 1, local task 1 rank 0.
+        let place = |gpus: &StepGpus| {
+            place_here(
+                &node(),
+                &request("gcsbnh", None, false),
+                gpus,
+                &[1, 0],
+                false,
+            )
+            .unwrap()
+            .0
+        };
+        let tasks = place(&gpus);
         assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("0"));
         assert_eq!(tasks[0].cpus.to_string(), "0");
         assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("2"));
@@ -349,15 +354,7 @@ mod tests {
         // --gpu-bind=none: LAMA chooses, as without binding (rank 0 first: GPU 0).
         let mut none = vars;
         none[3] = ("SLURM_TRES_BIND", "gres/gpu:none");
-        let gpus = read(env_of(&none), "NVIDIA").unwrap();
-        let (tasks, _) = place_here(
-            &node(),
-            &request("gcsbnh", None, false),
-            &gpus,
-            &[1, 0],
-            false,
-        )
-        .unwrap();
+        let tasks = place(&read(env_of(&none), "NVIDIA").unwrap());
         assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
         assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0,1"));
         // Another Slurm binding: refused, naming the way out.

@@ -113,6 +113,26 @@ t_real_topology() {
         /var/log/slurm/slurmd.log || fail "slurmd's log does not show job $job's step reading $step_source"
 }
 
+t_io_locality() {
+    # By hand from vmnode/vm.sh's QEMU command line: an e1000e NIC behind the PCI Express
+    # expander bridge bound to NUMA node 1 (CPUs 4-7), a virtio NIC and a display adapter behind
+    # the one bound to node 3 (CPUs 12-15), the ssh NIC and QEMU's VGA on the root bus.
+    # The kernel's view, from the bridges' ACPI proximity (the guest's firmware tables):
+    local kernel
+    kernel=$(on_guest sh -c 'for f in 0000:41:00.0 0000:81:00.0 0000:82:00.0; do echo "$(cat /sys/bus/pci/devices/$f/numa_node):$(cat /sys/bus/pci/devices/$f/local_cpulist)"; done' | tr '\n' ' ')
+    assert_eq "the kernel's NUMA node and CPUs of 41:00.0, 81:00.0, 82:00.0" "1:4-7 3:12-15 3:12-15 " "$kernel" || return 1
+    # hwloc's, through lama on the live guest: each NIC near the die (one NUMA node, one L3) of
+    # its bridge, the ssh NIC near the whole machine; the display adapters are no GPU.
+    local devices
+    devices=$(on_guest lama map -t host -n1 -m scbnh --json \
+        | jq -c '[.devices[] | [.bus_id, .kind, .near, (.cpus | map(tostring) | join(","))]]') \
+        || fail "lama map on the live guest failed" || return 1
+    assert_eq "devices seen by hwloc" '[["0000:00:05.0","nic","Machine L#0","0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"],["0000:41:00.0","nic","Die L#1","4,5,6,7"],["0000:81:00.0","nic","Die L#3","12,13,14,15"]]' "$devices" || return 1
+    # And the XML exported in the guest (t_setup) says the same on this side.
+    assert_eq "devices in the exported XML" "$devices" \
+        "$("$lama" map -t "$work/vmnode.xml" -n1 -m scbnh --json | jq -c '[.devices[] | [.bus_id, .kind, .near, (.cpus | map(tostring) | join(","))]]')"
+}
+
 t_cgroup_v2() {
     assert_eq "file system at /sys/fs/cgroup" "cgroup2fs" "$(on_guest stat -fc %T /sys/fs/cgroup)" || return 1
     on_guest grep -qw cpuset /sys/fs/cgroup/cgroup.controllers || fail "no cpuset controller in cgroup.controllers" || return 1
@@ -505,7 +525,7 @@ t_mpi_hybrid_mpich() {
     assert_eq "hybrid: threads (CPU/mask) by hand" "0/0|1/1|2/2|3/3 8/8|9/9|10/10|11/11" "$(report_field 8)"
 }
 
-all_tests=(t_setup t_real_topology t_cgroup_v2 t_layouts_core_binding t_layouts_two_cores
+all_tests=(t_setup t_real_topology t_io_locality t_cgroup_v2 t_layouts_core_binding t_layouts_two_cores
     t_layouts_numa_binding t_layouts_package_binding t_die_level t_mppr t_partial_allocation t_membind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
     t_row_broken_plugin_line t_cache_levels_on_slurms_topology t_odd_cpus_per_task_on_smt

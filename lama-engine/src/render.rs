@@ -417,10 +417,17 @@ fn node_table(
     out
 }
 
-/// What a picture's characters mean.
+/// What a picture's characters, the table's columns and the request's words mean.
 pub const LEGEND: &str = "picture: [...] one package (socket), / between cores, one character \
     per hardware thread: B bound, m mapped (no binding), . available, - not available (outside \
-    the job's CPUs)";
+    the job's CPUs)
+columns: mapped PU is the hardware thread (hwloc's \"processing unit\") the layout chose for the \
+    rank, by hwloc's logical index L# and the OS's CPU number P# (as in Cpus_allowed_list); \
+    socket NUMA core are that thread's socket, NUMA node and core (logical indexes); bound is \
+    where the rank may run; levels outermost first: how the layout's levels nest on the node
+request: binding is how wide each rank's CPUs are (1c one core, 1s one socket); mppr the most \
+    processes per resource (none: no limit); order n numbers ranks as the layout places them, s \
+    by CPU on each node";
 
 /// How the engine sees `machine`: levels in containment order with their widths, and the
 /// available PUs.

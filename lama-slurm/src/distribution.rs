@@ -226,7 +226,8 @@ pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
         ),
         Some(d) => format!(
             "node assignment: tasks per node {} in -m {d} order, but srun -N{nodes} -n{np} \
-             gives each node {} tasks ({}); {hostfile}",
+             gives each node {} tasks ({}); {hostfile}, or preview what srun does with lama map \
+             --distribution {d}",
             list(&counts),
             if srun.iter().all(|&c| c == srun[0]) {
                 srun[0].to_string()

@@ -94,13 +94,20 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
     let counts: Vec<u32> = ranks.iter().map(|r| r.len() as u32).collect();
     let mut text = format!(
         "{req}: {} task(s) on {} node(s) (tasks per node {}, as srun -N{} -n{} -m {} gives \
-         them); tasks go round-robin over each node's GPUs in the order of the CPUs near them\n",
+         them); {}\n",
         args.np,
         nodes.len(),
         count_list(&counts),
         nodes.len(),
         args.np,
         args.distribution.as_deref().unwrap_or("block"),
+        if req.fixed {
+            "Slurm binds each node's GPUs to its tasks in task order (per_task, which \
+             --gpus-per-task implies; --gpu-bind none lets LAMA choose), and each task runs on \
+             the CPUs near its GPUs"
+        } else {
+            "tasks go round-robin over each node's GPUs in the order of the CPUs near them"
+        }
     );
     let mut json = JsonGpuPlacement {
         request: req.to_string(),

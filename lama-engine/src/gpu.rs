@@ -612,6 +612,9 @@ impl fmt::Display for GpuRequest {
         if self.gpus_per_task > 1 {
             write!(f, " {} GPUs per task", self.gpus_per_task)?;
         }
+        if self.fixed {
+            write!(f, ", GPUs bound to the tasks in task order")?;
+        }
         Ok(())
     }
 }

@@ -53,6 +53,39 @@ fn variables(
     env
 }
 
+/// The per-node table: rank, GPUs, bus ids, NIC, CPUs, picture, columns as wide as their
+/// widest cell.
+fn table(rows: &[[String; 6]]) -> String {
+    let headers = ["rank", "gpu(s)", "bus id(s)", "nic", "cpus", "picture"];
+    let mut w = headers.map(str::len);
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            w[i] = w[i].max(cell.len());
+        }
+    }
+    let line = |c: [&str; 6]| {
+        format!(
+            "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}\n",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            c[5],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4]
+        )
+    };
+    let mut out = line(headers);
+    for r in rows {
+        out += &line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
+    }
+    out
+}
+
 pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
     // As srun: --gpus-per-task makes Slurm bind the GPUs to the tasks in order (per_task:K)
     // unless --gpu-bind says otherwise; the plugin then keeps Slurm's GPUs.
@@ -155,9 +188,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             continue;
         }
         text += &format!("\nnode {k} ({name}):\n");
-        if !args.summary {
-            text += "  rank  gpu(s)  bus id(s)       nic       cpus    picture\n";
-        }
+        let mut rows: Vec<[String; 6]> = Vec::new();
         for (t, &rank) in placed.tasks.iter().zip(node_ranks) {
             let ids: Vec<u32> = t.gpus.iter().map(|&g| slurm[g]).collect();
             let nic = t
@@ -165,8 +196,8 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
                 .map(|n| lama_engine::nic_name(&m.devices()[n]).to_string());
             let env = variables(m, &gpus, &slurm, t, args.gpu_isolate, req.fixed);
             if !args.summary {
-                text += &format!(
-                    "  {rank:>4}  {:<6}  {:<14}  {:<8}  {:<6}  {}\n",
+                rows.push([
+                    rank.to_string(),
                     ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
                     t.gpus
                         .iter()
@@ -174,9 +205,9 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
                         .collect::<Vec<_>>()
                         .join(","),
                     nic.clone().unwrap_or_else(|| "-".into()),
-                    t.cpus,
-                    render::picture(m, &t.bound_logical)
-                );
+                    t.cpus.to_string(),
+                    render::picture(m, &t.bound_logical),
+                ]);
             }
             json.processes.push(JsonTask {
                 rank,
@@ -190,6 +221,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             });
         }
         if !args.summary {
+            text += &table(&rows);
             text += "  GPUs here (Slurm's numbers are PCI bus order):\n";
             for d in &gpus {
                 text += &format!(

@@ -57,14 +57,16 @@ extract_vmlinux() {
 extract_vmlinux "$(ls "$root"/boot/vmlinuz-* | head -n1)" "$out/vmlinux"
 cp "$(ls "$root"/boot/initrd.img-* | head -n1)" "$out/initrd.img"
 
-# The system: its name (resolved without a network), root file system, the one network card
-# (QEMU's user-mode network, restricted: only the host's forwarded ssh port reaches it), the
-# host's key for root, the unprivileged user that submits the jobs.
+# The system: its name (resolved without a network), root file system, the network card that
+# carries ssh (QEMU's user-mode network, restricted: only the host's forwarded ssh port reaches
+# it; matched by the MAC address vm.sh gives it, so that the NICs that are only there to be
+# seen by hwloc get no address and never answer in its place), the host's key for root, the
+# unprivileged user that submits the jobs.
 echo vmnode > "$root/etc/hostname"
 printf '127.0.0.1\tlocalhost\n127.0.1.1\tvmnode\n' > "$root/etc/hosts"
 echo '/dev/vda / ext4 rw,relatime 0 1' > "$root/etc/fstab"
 mkdir -p "$root/etc/systemd/network"
-printf '[Match]\nName=en*\n\n[Network]\nAddress=10.0.2.15/24\nLinkLocalAddressing=no\n' \
+printf '[Match]\nMACAddress=52:54:00:00:00:22\n\n[Network]\nAddress=10.0.2.15/24\nLinkLocalAddressing=no\n' \
     > "$root/etc/systemd/network/10-user.network"
 ln -sf /usr/lib/systemd/system/systemd-networkd.service \
     "$root/etc/systemd/system/multi-user.target.wants/systemd-networkd.service"

@@ -73,15 +73,17 @@ for pair in 0:2 0:3 1:2 1:3; do qemu_machine+=(-numa "dist,src=${pair%:*},dst=${
 # I/O locality as a real server's firmware reports it (ACPI _PXM of a host bridge): two PCI
 # Express expander bridges, each bound to a NUMA node, with devices behind root ports: an e1000e
 # NIC on NUMA node 1 (CPUs 4-7), a virtio NIC and a display adapter (bochs) on node 3 (CPUs
-# 12-15). Their user-mode networks are restricted and unused: the NICs are there to be seen.
+# 12-15). They are there to be seen: each is plugged into an empty hub (no DHCP server, no
+# address), and the guest configures only the ssh NIC (by its MAC address, image.sh), so no
+# other interface ever holds the ssh address.
 # (The disk and the ssh NIC are placed on the root bus by name: QEMU would otherwise put them
 # behind the last expander bridge, which takes only bridges.)
 qemu_machine+=(-device pxb-pcie,id=pxb1,bus_nr=64,numa_node=1,bus=pcie.0
     -device pcie-root-port,id=rp1,bus=pxb1,chassis=11,slot=0
-    -netdev user,id=io1,restrict=on -device e1000e,netdev=io1,bus=rp1
+    -netdev hubport,id=io1,hubid=1 -device e1000e,netdev=io1,bus=rp1,mac=52:54:00:00:01:01
     -device pxb-pcie,id=pxb3,bus_nr=128,numa_node=3,bus=pcie.0
     -device pcie-root-port,id=rp3,bus=pxb3,chassis=13,slot=0
-    -netdev user,id=io3,restrict=on -device virtio-net-pci,netdev=io3,bus=rp3
+    -netdev hubport,id=io3,hubid=3 -device virtio-net-pci,netdev=io3,bus=rp3,mac=52:54:00:00:01:03
     -device pcie-root-port,id=rp3d,bus=pxb3,chassis=14,slot=1
     -device bochs-display,bus=rp3d)
 guest_mem_mib=4096
@@ -195,7 +197,7 @@ boot() {
             -drive "file=$dir/root.img,if=none,id=root,format=raw,snapshot=on" \
             -device virtio-blk-pci,drive=root,bus=pcie.0 \
             -netdev "user,id=ssh,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
-            -device virtio-net-pci,netdev=ssh,bus=pcie.0 \
+            -device virtio-net-pci,netdev=ssh,bus=pcie.0,mac=52:54:00:00:00:22 \
             -display none -monitor none -serial "file:$run/console.log" \
             -daemonize -pidfile "$run/qemu.pid" 2> "$run/qemu.log"; then
             break

@@ -53,39 +53,6 @@ fn variables(
     env
 }
 
-/// The per-node table: rank, GPUs, bus ids, NIC, CPUs, picture, columns as wide as their
-/// widest cell.
-fn table(rows: &[[String; 6]]) -> String {
-    let headers = ["rank", "gpu(s)", "bus id(s)", "nic", "cpus", "picture"];
-    let mut w = headers.map(str::len);
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            w[i] = w[i].max(cell.len());
-        }
-    }
-    let line = |c: [&str; 6]| {
-        format!(
-            "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}\n",
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            c[4],
-            c[5],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3],
-            w4 = w[4]
-        )
-    };
-    let mut out = line(headers);
-    for r in rows {
-        out += &line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
-    }
-    out
-}
-
 pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
     // As srun: --gpus-per-task makes Slurm bind the GPUs to the tasks in order (per_task:K)
     // unless --gpu-bind says otherwise; the plugin then keeps Slurm's GPUs.
@@ -221,7 +188,8 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             });
         }
         if !args.summary {
-            text += &table(&rows);
+            let headers = ["rank", "gpu(s)", "bus id(s)", "nic", "cpus", "picture"];
+            text += &render::table(headers, &rows);
             text += "  GPUs here (Slurm's numbers are PCI bus order):\n";
             for d in &gpus {
                 text += &format!(

@@ -292,6 +292,39 @@ fn ranks_by_kind(p: &Placement<'_>, m: &Machine, ranks: &[usize]) -> Option<Stri
     Some(format!("  ranks by CPU kind: {}", counts.join(", ")))
 }
 
+/// A table of six columns, each as wide as its widest cell: the first right-aligned, the last
+/// unpadded, one line per row after the headers' line (lines end without spaces).
+pub fn table(headers: [&str; 6], rows: &[[String; 6]]) -> String {
+    let mut w = headers.map(str::len);
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            w[i] = w[i].max(cell.len());
+        }
+    }
+    let line = |c: [&str; 6]| {
+        let text = format!(
+            "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            c[5],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4]
+        );
+        format!("{}\n", text.trim_end())
+    };
+    let mut out = line(headers);
+    for r in rows {
+        out += &line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
+    }
+    out
+}
+
 /// One node's piece of the preview: its heading and the table of `ranks` (all on node `n`).
 fn node_table(
     p: &Placement<'_>,
@@ -379,38 +412,7 @@ fn node_table(
         "bound (OS)",
         "picture",
     ];
-    let mut w = headers.map(str::len);
-    for row in &rows {
-        for (i, cell) in row.iter().enumerate() {
-            w[i] = w[i].max(cell.len());
-        }
-    }
-    let line = |cells: [&str; 6]| -> String {
-        format!(
-            "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}",
-            cells[0],
-            cells[1],
-            cells[2],
-            cells[3],
-            cells[4],
-            cells[5],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3],
-            w4 = w[4]
-        )
-        .trim_end()
-        .to_string()
-    };
-    let _ = writeln!(out, "{}", line(headers));
-    for row in &rows {
-        let _ = writeln!(
-            out,
-            "{}",
-            line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]])
-        );
-    }
+    out += &table(headers, &rows);
     if let Some(kinds) = ranks_by_kind(p, m, ranks) {
         let _ = writeln!(out, "{kinds}");
     }

@@ -102,9 +102,11 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         args.np,
         args.distribution.as_deref().unwrap_or("block"),
         if req.fixed {
-            "Slurm binds each node's GPUs to its tasks in task order (per_task, which \
-             --gpus-per-task implies; --gpu-bind none lets LAMA choose), and each task runs on \
-             the CPUs near its GPUs"
+            "Slurm binds each node's GPUs to its tasks (per_task, which --gpus-per-task \
+             implies; --gpu-bind none lets LAMA choose), and each task runs on the CPUs near the \
+             GPUs Slurm gives it: Slurm chooses the GPUs closest to each task's own CPU mask, \
+             shown here in index order, which is Slurm's choice when task i's mask is near GPUs \
+             i*K.. (or without task/affinity)"
         } else {
             "tasks go round-robin over each node's GPUs in the order of the CPUs near them"
         }
@@ -130,7 +132,9 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             None => all.iter().map(|d| d.index).collect(),
         };
         if req.fixed {
-            // Slurm's order: local task i gets the step's GPUs i*K .. i*K+K.
+            // Shown in index order: local task i gets the step's GPUs i*K .. i*K+K, as the
+            // plugin assumes in user_init; each task then takes the placement of the GPUs Slurm
+            // really gave it (spank-lama's task.rs).
             slurm.sort_unstable();
         }
         let gpus =

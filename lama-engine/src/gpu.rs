@@ -613,7 +613,7 @@ impl fmt::Display for GpuRequest {
             write!(f, " {} GPUs per task", self.gpus_per_task)?;
         }
         if self.fixed {
-            write!(f, ", GPUs bound to the tasks in task order")?;
+            write!(f, ", GPUs bound to the tasks by the launcher")?;
         }
         Ok(())
     }

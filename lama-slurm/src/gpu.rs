@@ -118,7 +118,9 @@ pub enum SlurmGpuBind {
     /// No binding (`--gpu-bind=none`, or none asked for): every task may use every GPU of the
     /// step.
     None,
-    /// `per_task:K`: local task `i` gets the step's GPUs `i*K .. i*K+K`, in Slurm's order.
+    /// `per_task:K`: each task gets `K` of the step's GPUs, chosen by Slurm when the task
+    /// starts: the free ones closest to the task's CPU mask from task/affinity (`gres.c`,
+    /// `_get_gres_per_task`), in index order only without a mask. Read in each task.
     PerTask(u32),
     /// Any other binding (`closest`, `single:N`, `map_gpu:...`, `mask_gpu:...`), as written.
     Other(String),

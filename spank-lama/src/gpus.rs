@@ -88,35 +88,35 @@ pub fn place_here(
     // `position[j]`: where the j-th GPU given to the engine is in SLURM_STEP_GPUS.
     let (position, per_task, fixed): (Vec<usize>, u32, bool) = match &gpus.binding {
         SlurmGpuBind::None => ((0..step.len()).collect(), gpus.per_task, false),
-        // Slurm's own assignment, which ConstrainDevices=yes enforces per task: local task i
-        // gets the step's GPUs i*k .. i*k+k in Slurm's order. LAMA keeps it and places each
-        // task's CPUs near its GPUs (tasks in rank order, as the engine numbers them).
+        // Slurm's own assignment, which ConstrainDevices=yes enforces per task: each task gets
+        // K GPUs of the step, chosen by Slurm when the task starts (the free GPUs closest to
+        // the CPU mask task/affinity computed for it, `_get_gres_per_task` in gres.c), so not
+        // known here. LAMA places one unit per task beside the step's GPUs taken K at a time
+        // in index order, and each task takes, in `task_init`, the unit of the GPUs Slurm gave
+        // it ([`TaskPlacement::slurm_gpus`]).
         SlurmGpuBind::PerTask(k) => {
             let k = *k as usize;
             let mut in_order: Vec<usize> = (0..step.len()).collect();
             in_order.sort_by_key(|&i| gpus.slurm[i]);
-            let mut position = Vec::with_capacity(globals.len() * k);
-            for &local in &by_rank {
-                match in_order.get(local * k..local * k + k) {
-                    Some(mine) => position.extend_from_slice(mine),
-                    None => {
-                        return Err(format!(
-                            "Slurm binds {k} GPU(s) to each task (per_task:{k}), and local task \
-                             {local} has none of the step's {} GPU(s) here; ask for more GPUs or \
-                             fewer tasks",
-                            step.len()
-                        ))
-                    }
-                }
+            let wanted = globals.len() * k;
+            if wanted > step.len() {
+                return Err(format!(
+                    "Slurm binds {k} GPU(s) to each task (per_task:{k}), and this node's {} \
+                     task(s) need {wanted} GPU(s) where the step has {} here; ask for more GPUs \
+                     or fewer tasks",
+                    globals.len(),
+                    step.len()
+                ));
             }
-            (position, k as u32, true)
+            in_order.truncate(wanted);
+            (in_order, k as u32, true)
         }
         SlurmGpuBind::Other(kind) => {
             return Err(format!(
                 "Slurm binds each task to GPUs itself (--gpu-bind={kind}), and under \
                  ConstrainDevices=yes a task can open only those, so a layout led by 'g' cannot \
                  choose them: give --gpu-bind=none to let LAMA choose each task's GPUs, \
-                 --gpu-bind=per_task:K to keep Slurm's in task order with the CPUs near them, or \
+                 --gpu-bind=per_task:K to keep Slurm's with each task on the CPUs near them, or \
                  a layout without 'g'"
             ))
         }
@@ -152,9 +152,10 @@ pub fn place_here(
     let mut notes = placed.notes.clone();
     if fixed && request.verbose {
         notes.push(format!(
-            "Slurm binds {per_task} GPU(s) to each task in task order (per_task:{per_task}, \
-             which --gpus-per-task implies): each task keeps Slurm's and runs on the CPUs near \
-             them; --gpu-bind=none lets LAMA choose each task's GPUs"
+            "Slurm binds {per_task} GPU(s) to each task (per_task:{per_task}, which \
+             --gpus-per-task implies) and chooses them by the task's CPUs: each task keeps \
+             Slurm's and runs on the CPUs near them; --gpu-bind=none lets LAMA choose each \
+             task's GPUs"
         ));
     }
     if !fixed && (tokens.is_some_and(|t| t.len() != gpus.slurm.len()) || tokens.is_none()) {
@@ -196,6 +197,13 @@ pub fn place_here(
             omp_place_count: places.len(),
             mems: numa_nodes(machine, &t.bound_logical),
             devices: env,
+            slurm_gpus: if fixed {
+                let mut mine: Vec<u32> = own.iter().map(|&i| gpus.slurm[i]).collect();
+                mine.sort_unstable();
+                mine
+            } else {
+                Vec::new()
+            },
         });
     }
     Ok((out.into_iter().flatten().collect(), notes))
@@ -319,10 +327,12 @@ mod tests {
 
     #[test]
     fn slurms_per_task_binding_is_kept_and_other_bindings_refused() {
-        // Slurm 24.11's --gpus-per-task=1 on GPUs 0 and 2: per_task:1, local task 0 gets GPU 0
-        // and local task 1 GPU 2 (Slurm's order, enforced per task under ConstrainDevices).
-        // Local task 1 is rank 0, so rank order and local order differ. By hand: GPU 2 is near
-        // package 1 (CPUs 2-3), GPU 0 near package 0.
+        // Slurm 24.11's --gpus-per-task=1 on GPUs 0 and 2: per_task:1, each task gets one,
+        // chosen by Slurm when it starts. In user_init one unit is placed per task beside the
+        // GPUs in index order, in rank order: rank 0 beside GPU 0, rank 1 beside GPU 2; each
+        // task takes the unit of its own GPU in task_init (crate::task). Local task 1 is rank
+        // 0, so rank order and local order differ. By hand: GPU 2 is near package 1 (CPUs
+        // 2-3), GPU 0 near package 0.
         let vars = [
             ("SLURM_STEP_GPUS", "0,2"),
             ("CUDA_VISIBLE_DEVICES", "0,1"),
@@ -344,13 +354,17 @@ mod tests {
             .0
         };
         let tasks = place(&gpus);
-        assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("0"));
-        assert_eq!(tasks[0].cpus.to_string(), "0");
-        assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("2"));
-        assert_eq!(tasks[1].cpus.to_string(), "2");
+        // Each placement records the GPUs it was made beside: the lookup key of task_init.
+        assert_eq!(tasks[1].slurm_gpus, vec![0]);
+        assert_eq!(tasks[0].slurm_gpus, vec![2]);
+        assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
+        assert_eq!(tasks[1].cpus.to_string(), "0");
+        assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("2"));
+        assert_eq!(tasks[0].cpus.to_string(), "2");
         // Slurm's per-task value of CUDA_VISIBLE_DEVICES is left alone.
-        assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), None);
-        assert_eq!(var(&tasks[1], "UCX_NET_DEVICES"), Some("mlx5_1:1"));
+        assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), None);
+        assert_eq!(var(&tasks[0], "UCX_NET_DEVICES"), Some("mlx5_1:1"));
+        assert_eq!(var(&tasks[1], "UCX_NET_DEVICES"), Some("mlx5_0:1"));
         // --gpu-bind=none: LAMA chooses, as without binding (rank 0 first: GPU 0).
         let mut none = vars;
         none[3] = ("SLURM_TRES_BIND", "gres/gpu:none");
@@ -371,9 +385,12 @@ mod tests {
         let e =
             place_here(&node(), &request("g", None, false), &gpus, &[0, 1, 2], true).unwrap_err();
         assert!(
-            e.contains("local task 2 has none of the step's 2 GPU(s)"),
+            e.contains("this node's 3 task(s) need 3 GPU(s) where the step has 2 here"),
             "{e}"
         );
+        // Without Slurm's binding no placement is tied to Slurm's GPUs.
+        let tasks = place(&read(env_of(&none), "NVIDIA").unwrap());
+        assert!(tasks.iter().all(|t| t.slurm_gpus.is_empty()));
     }
 
     #[test]

@@ -61,6 +61,11 @@ pub struct TaskPlacement {
     pub mems: CpuList,
     /// The task's GPU and NIC variables (a step placed by GPU; else empty).
     pub devices: Vec<(&'static str, String)>,
+    /// Under Slurm's per-task GPU binding, the GPUs (Slurm's indexes, ascending) this
+    /// placement was made beside. Slurm chooses each task's GPUs itself (the free GPUs closest
+    /// to the CPU mask task/affinity computed for it), so a task takes, in `task_init`, the
+    /// placement whose GPUs Slurm gave it (crate::task). Empty otherwise.
+    pub slurm_gpus: Vec<u32>,
 }
 
 /// Places this node's tasks: `globals[i]` is the global rank of local task `i`. Tasks are
@@ -125,6 +130,7 @@ pub fn place_local(
             omp_places: omp_place_list(&places),
             omp_place_count: places.len(),
             devices: Vec::new(),
+            slurm_gpus: Vec::new(),
         });
     }
     let narrower = match narrowest {

@@ -106,6 +106,7 @@ pub fn planned_tasks(
             },
             mems: numa_nodes(machine, &bound),
             devices: Vec::new(),
+            slurm_gpus: Vec::new(),
         });
     }
     if here != globals.len() {

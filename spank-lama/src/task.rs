@@ -45,6 +45,15 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
         } => {
             let (local, task) = this_task(spank, tasks)?;
             let fail = |e: String| format!("lama: {node}: task {}: {e}", task.global);
+            let gpu_unit;
+            let task = if task.slurm_gpus.is_empty() {
+                task
+            } else {
+                let given = spank.getenv("SLURM_STEP_GPUS").ok().flatten();
+                gpu_unit =
+                    unit_of_slurms_gpus(tasks, task.global, given.as_deref()).map_err(fail)?;
+                &gpu_unit
+            };
             let bound = request.binding() != lama_engine::Bind::None;
             if bound {
                 bind::set_affinity(&task.cpus).map_err(fail)?;
@@ -121,6 +130,51 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
     }
 }
 
+/// Under Slurm's per-task GPU binding: the placement made beside the GPUs Slurm gave this
+/// task (`given`: the task's own `SLURM_STEP_GPUS`, which slurmstepd rewrites for each task
+/// before `task_init`), carrying the task's rank `global`. Slurm chooses a task's GPUs by the
+/// CPU mask task/affinity computed for it, so they need not be the ones its rank was placed
+/// beside in `user_init`; GPUs that match no placement of this node fail the task rather than
+/// bind it away from them.
+fn unit_of_slurms_gpus(
+    tasks: &[TaskPlacement],
+    global: u32,
+    given: Option<&str>,
+) -> Result<TaskPlacement, String> {
+    let way_out = "--gpu-bind=none lets LAMA choose each task's GPUs, or use a layout without 'g'";
+    let given = given.filter(|g| !g.trim().is_empty()).ok_or_else(|| {
+        format!(
+            "Slurm binds GPUs to each task, and this task's environment names none \
+             (SLURM_STEP_GPUS is not set): its GPUs are unknown, so it is not bound beside \
+             guessed ones; {way_out}"
+        )
+    })?;
+    let mut mine = lama_slurm::gpu::parse_indexes(given)?;
+    mine.sort_unstable();
+    match tasks.iter().find(|t| t.slurm_gpus == mine) {
+        Some(unit) => Ok(TaskPlacement {
+            global,
+            ..unit.clone()
+        }),
+        None => Err(format!(
+            "Slurm gave this task GPU(s) {given} (SLURM_STEP_GPUS), which are not one of the GPU \
+             sets this node's tasks were placed beside ({}); rather than bind it away from its \
+             GPUs the task is not started; {way_out}",
+            tasks
+                .iter()
+                .map(|t| {
+                    t.slurm_gpus
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        )),
+    }
+}
+
 fn has(spank: &SpankHandle, name: &str) -> bool {
     spank.getenv(name).ok().flatten().is_some()
 }
@@ -129,4 +183,57 @@ fn setenv(spank: &mut SpankHandle, name: &str, value: String) -> Result<(), Stri
     spank
         .setenv(name, value, true)
         .map_err(|e| format!("lama: cannot set {name} in the task: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lama_engine::CpuList;
+
+    fn unit(global: u32, cpus: &str, gpus: &[u32]) -> TaskPlacement {
+        TaskPlacement {
+            global,
+            pu_os: 0,
+            pu_logical: 0,
+            cpus: CpuList::parse(cpus).unwrap(),
+            picture: String::new(),
+            omp_places: String::new(),
+            omp_place_count: 0,
+            mems: CpuList::new(),
+            devices: vec![("LAMA_GPUS", gpus[0].to_string())],
+            slurm_gpus: gpus.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_task_takes_the_placement_of_the_gpus_slurm_gave_it() {
+        // Rank 0 was placed beside GPU 0 (CPU 0), rank 1 beside GPU 2 (CPU 1). Slurm gave
+        // rank 0 GPU 2 (its task/affinity mask was CPU 1): it runs on CPU 1 with LAMA_GPUS=2.
+        let tasks = [unit(0, "0", &[0]), unit(1, "1", &[2])];
+        let t = unit_of_slurms_gpus(&tasks, 0, Some("2")).unwrap();
+        assert_eq!((t.global, t.cpus.to_string()), (0, "1".to_string()));
+        assert_eq!(t.devices, vec![("LAMA_GPUS", "2".to_string())]);
+        let t = unit_of_slurms_gpus(&tasks, 1, Some("0")).unwrap();
+        assert_eq!((t.global, t.cpus.to_string()), (1, "0".to_string()));
+        // Two GPUs per task, in any order.
+        let tasks = [unit(0, "0-1", &[0, 1]), unit(1, "2-3", &[2, 3])];
+        let t = unit_of_slurms_gpus(&tasks, 0, Some("3,2")).unwrap();
+        assert_eq!(t.cpus.to_string(), "2-3");
+    }
+
+    #[test]
+    fn gpus_that_match_no_placement_fail_the_task() {
+        let tasks = [unit(0, "0-1", &[0, 1]), unit(1, "2-3", &[2, 3])];
+        let e = unit_of_slurms_gpus(&tasks, 0, Some("1,2")).unwrap_err();
+        assert!(
+            e.starts_with("Slurm gave this task GPU(s) 1,2 (SLURM_STEP_GPUS), which are not one")
+                && e.contains("(0,1 2,3)")
+                && e.contains("--gpu-bind=none"),
+            "{e}"
+        );
+        let e = unit_of_slurms_gpus(&tasks, 0, None).unwrap_err();
+        assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
+        let e = unit_of_slurms_gpus(&tasks, 0, Some("x")).unwrap_err();
+        assert!(e.contains("is not a GPU index"), "{e}");
+    }
 }

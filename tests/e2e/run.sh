@@ -630,6 +630,40 @@ SLURM_HOSTFILE=/tmp/batchring.hosts srun -m arbitrary -n6 bash -c '$task_report'
         || fail "sbatch: $(cat "$work/err")"
 }
 
+t_plan_of_1000_ranks() {
+    # A plan of 1,000 ranks (26 KB, over the 4 KiB that bounds Slurm's own variables) reaches
+    # every task: all on node1, oversubscribed, rank i bound to CPU (i * 7 mod 3) mod 2, a
+    # pattern no layout gives.
+    awk 'BEGIN { print "lama-plan 1"; print "ranks 1000";
+                 for (i = 0; i < 1000; i++) { c = (i * 7 % 3) % 2; printf "rank %d node1 pu %d cpus %d\n", i, c, c } }' \
+        > "$work/big.lama"
+    [ "$(wc -c < "$work/big.lama")" -gt 20000 ] || { fail "the plan is only $(wc -c < "$work/big.lama") bytes"; return 1; }
+    as_user sh -c 'cat > /tmp/big.lama' < "$work/big.lama" || return 1
+    as_user salloc -w node1 -n2 srun -n1000 --overcommit --lama-plan=/tmp/big.lama \
+        bash -c 'echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2)"' > "$work/out" 2> "$work/err" \
+        || fail "srun -n1000 --lama-plan failed: $(head -c 500 "$work/err")" || return 1
+    sort -n -o "$work/out" "$work/out"
+    assert_eq "tasks" "1000" "$(wc -l < "$work/out")" || return 1
+    assert_eq "each rank as planned" "$(awk '$1 == "rank" { print $2, $7 }' "$work/big.lama")" "$(cat "$work/out")"
+}
+
+t_odd_environment() {
+    # A variable whose value is not UTF-8 (byte 0xff, set inside the container: docker exec
+    # would carry it as U+FFFD) in srun's environment refuses no step, with or without LAMA.
+    local odd='export X="$(printf "\377")"; [ "$(printf %s "$X" | od -An -tx1 | tr -d " ")" = ff ] || exit 9;'
+    as_user bash -c "$odd srun -w node3 -n1 true" > "$work/out" 2> "$work/err" \
+        || fail "srun without LAMA options in an environment with X=0xff failed: $(cat "$work/err")" || return 1
+    as_user bash -c "$odd srun -w node3 -n2 --lama-map=scbnh --lama-bind=1c bash -c '$task_report'" > "$work/out" 2> "$work/err" \
+        || fail "srun --lama-map in an environment with X=0xff failed: $(cat "$work/err")" || return 1
+    sort -n -o "$work/out" "$work/out"
+    report_complete 2 || return 1
+    assert_eq "placed as without X (by hand: one core each, sockets alternate)" "node3:0 node3:1" "$(actual_cpus)" || return 1
+    # The same in a batch script (sbatch's environment, then the script's srun).
+    as_user bash -c "$odd sbatch --parsable --wait -w node3 -n2 --lama-map=scbnh -o /tmp/odd.out --wrap 'srun bash -c \"grep Cpus_allowed_list /proc/self/status | cut -f2\"'" > /dev/null 2> "$work/err" \
+        || fail "sbatch in an environment with X=0xff failed: $(cat "$work/err")" || return 1
+    assert_eq "the batch step" "0 1" "$(on node3 sort -n /tmp/odd.out | tr '\n' ' ' | sed 's/ $//')"
+}
+
 t_bad_plan_refused() {
     plan_for ring6 "$(printf '0 1 1\n1 2 1\n2 3 1\n3 4 1\n4 5 1\n5 0 1\n')" || return 1
     # A plan edited by hand into nonsense: refused before launch, with its line.
@@ -675,26 +709,37 @@ t_gpu_placement() {
     # step's or the task's devices cgroup under ConstrainDevices=yes).
     local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${CUDA_VISIBLE_DEVICES-unset} ${LAMA_NICS-unset} ${UCX_NET_DEVICES-unset} ${SLURM_STEP_GPUS-unset} ${CUDA_DEVICE_ORDER-unset} $(for g in 0 1 2 3; do (: < /dev/nvidia$g) 2>&1 | grep -q "not permitted" && printf d || printf o; done)"'
     local constrained; constrained=$(on node1 sh -c "sed -n 's/^ConstrainDevices=//p' /etc/slurm/cgroup.conf")
-    # --gpus-per-task=1: Slurm binds one GPU to each task in task order (per_task:1; under
-    # ConstrainDevices=yes each task can open only that one). LAMA keeps Slurm's GPU and runs
-    # the task on the CPU of its GPU's socket, with that socket's card; the vendor variable is
-    # Slurm's, naming one GPU.
+    # --gpus-per-task=1: Slurm binds one GPU to each task (per_task:1; under
+    # ConstrainDevices=yes each task can open only that one), the free GPU closest to the CPU
+    # mask task/affinity computed for the task (gres.c, _get_gres_per_task). LAMA keeps Slurm's
+    # GPU, read in each task, and runs the task on the CPU of its GPU's socket, with that
+    # socket's card; the vendor variable is Slurm's, naming one GPU.
+    per_task_gpus() {
+        local rank host cpus gpus visible nic ucx step order open
+        while read -r rank host cpus gpus visible nic ucx step order open; do
+            [[ "$gpus" =~ ^[0-3]$ ]] || { fail "$1: rank $rank: LAMA_GPUS [$gpus]"; return 1; }
+            assert_eq "$1: rank $rank's CPU (GPU $gpus)" "$((gpus / 2))" "$cpus" || return 1
+            assert_eq "$1: rank $rank's NIC" "mlx5_$((gpus / 2))" "$nic" || return 1
+            assert_eq "$1: rank $rank's UCX_NET_DEVICES" "mlx5_$((gpus / 2)):1" "$ucx" || return 1
+            assert_eq "$1: rank $rank may open its GPU $gpus" "o" "${open:$gpus:1}" || return 1
+            [[ "$visible" =~ ^[0-3]$ ]] || { fail "$1: rank $rank: Slurm's CUDA_VISIBLE_DEVICES [$visible] is not one GPU"; return 1; }
+            assert_eq "$1: rank $rank: Slurm's own GPU for the task" "$gpus" "$step" || return 1
+            if [ "$constrained" == yes ]; then
+                assert_eq "$1: rank $rank opens only its GPU" 1 "$(echo "$open" | tr -cd o | wc -c)" || return 1
+            fi
+        done < "$work/out"
+        assert_eq "$1: ranks" "0 1" "$(report_field 1)"
+    }
     run_srun -w node1 -n2 --gpus-per-task=1 --lama-map=gcsbnh || fail "srun failed: $(cat "$work/err")" || return 1
-    local rank host cpus gpus visible nic ucx step order open
-    while read -r rank host cpus gpus visible nic ucx step order open; do
-        [[ "$gpus" =~ ^[0-3]$ ]] || { fail "rank $rank: LAMA_GPUS [$gpus]"; return 1; }
-        assert_eq "rank $rank's CPU (GPU $gpus)" "$((gpus / 2))" "$cpus" || return 1
-        assert_eq "rank $rank's NIC" "mlx5_$((gpus / 2))" "$nic" || return 1
-        assert_eq "rank $rank's UCX_NET_DEVICES" "mlx5_$((gpus / 2)):1" "$ucx" || return 1
-        assert_eq "rank $rank may open its GPU $gpus" "o" "${open:$gpus:1}" || return 1
-        [[ "$visible" =~ ^[0-3]$ ]] || { fail "rank $rank: Slurm's CUDA_VISIBLE_DEVICES [$visible] is not one GPU"; return 1; }
-        if [ "$constrained" == yes ]; then
-            assert_eq "rank $rank opens only its GPU" 1 "$(echo "$open" | tr -cd o | wc -c)" || return 1
-        else
-            assert_eq "rank $rank: Slurm's own GPU for the task" "$gpus" "$step" || return 1
-        fi
-    done < "$work/out"
-    assert_eq "ranks" "0 1" "$(report_field 1)" || return 1
+    per_task_gpus "--gpus-per-task=1" || return 1
+    # Slurm's choice against index order: task/affinity binds task 0 to CPU 1, so Slurm gives
+    # it a GPU of socket 1 (2 or 3) and task 1 one of socket 0. Each task runs beside the GPU
+    # it was given (LAMA's own order would put rank 0 beside GPU 0 on CPU 0).
+    run_srun -w node1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:1,0 --lama-map=gcsbnh || fail "srun map_cpu failed: $(cat "$work/err")" || return 1
+    per_task_gpus "map_cpu:1,0" || return 1
+    assert_eq "map_cpu:1,0: Slurm gave rank 0 a GPU of socket 1, rank 1 one of socket 0" "1 0" \
+        "$(report_field 4 | tr ' ' '\n' | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 / 2 }')" || return 1
+    assert_eq "map_cpu:1,0: CPUs" "1 0" "$(report_field 3)" || return 1
     # With --gpu-bind=none LAMA chooses: both tasks may open both GPUs, each sees its own first.
     run_srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=none --lama-map=gcsbnh || fail "srun --gpu-bind=none failed: $(cat "$work/err")" || return 1
     while read -r rank host cpus gpus visible nic ucx step order open; do
@@ -982,7 +1027,9 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_plan_ring_and_stencil
-    t_plan_in_batch t_bad_plan_refused t_cpu_bind_and_lama t_daemons_still_up)
+    t_plan_in_batch t_plan_of_1000_ranks t_bad_plan_refused t_odd_environment t_gpu_placement
+    t_cpu_bind_and_lama
+    t_daemons_still_up)
 
 # The tests that need no plugin (the brief's (a), (b), (c)).
 base_tests=(t_setup t_confinement t_no_options_leaves_slurm_alone t_daemons_still_up)

@@ -40,6 +40,17 @@ pub fn inherited_options<'a>(
     found
 }
 
+/// An environment as text: names that are not UTF-8 (no option of the plugin's is) are left
+/// out, values that are not are kept with each bad byte as U+FFFD, so that an option among them
+/// is refused by its own diagnostic and every other variable is harmless.
+pub fn text_environment(
+    env: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(String, String)> {
+    env.into_iter()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .collect()
+}
+
 /// Slurm's name for an option in the environment: non-alphanumerics become `_`.
 fn canonical(name: &str) -> String {
     name.chars()
@@ -74,6 +85,25 @@ pub fn has_own_options(user: &UserOptions, inherited: &[(&'static str, String)])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_environment_that_is_not_utf8_is_read_as_text() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+        let env = vec![
+            (OsString::from("X"), OsString::from_vec(vec![0xff])),
+            (OsString::from_vec(vec![b'Y', 0xfe]), OsString::from("1")),
+            (
+                OsString::from("SLURM_SPANK__SLURM_SPANK_OPTION_lama_lama_map"),
+                OsString::from_vec(vec![b's', 0xff]),
+            ),
+        ];
+        let text = text_environment(env);
+        assert_eq!(text.len(), 2);
+        assert_eq!(text[0], ("X".to_string(), "\u{fffd}".to_string()));
+        let found = inherited_options(text.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        assert_eq!(found, vec![("lama-map", "s\u{fffd}".to_string())]);
+    }
 
     #[test]
     fn inherited_options_are_read_in_both_forms() {

@@ -104,9 +104,22 @@ unsafe impl Plugin for Lama {
 
     fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         let context = spank.context()?;
-        let site = SiteConfig::from_args(&spank.plugin_argv()?, |path| {
-            crate::bounded::read_file(std::path::Path::new(path), crate::bounded::MAX_SMALL_FILE)
-        });
+        // A plugstack.conf argument that is not UTF-8 is a configuration error like any other:
+        // in slurmd it is logged and slurmd goes on.
+        let site = match spank.plugin_argv() {
+            Ok(args) => SiteConfig::from_args(&args, |path| {
+                crate::bounded::read_file(
+                    std::path::Path::new(path),
+                    crate::bounded::MAX_SMALL_FILE,
+                )
+            }),
+            Err(e) => Err(crate::config::ConfigError {
+                origin: "plugstack.conf".to_string(),
+                message: format!(
+                    "an argument of the plugin's line is not text ({e}); write it in UTF-8"
+                ),
+            }),
+        };
         if context == Context::Slurmd {
             // An error returned here stops slurmd (and, after a restart, takes the node down
             // with its jobs): log it and go on. Steps read the same line and refuse.
@@ -126,7 +139,9 @@ unsafe impl Plugin for Lama {
         self.site = site.map_err(|e| refuse(e, false))?;
         if context == Context::Local {
             // Before srun parses its options: what it inherits.
-            let env: Vec<(String, String)> = std::env::vars().collect();
+            // Read as bytes: one variable that is not UTF-8 (any program may set one) must not
+            // refuse the step; a LAMA option among them is judged with its bytes shown.
+            let env = inherited::text_environment(std::env::vars_os());
             self.inherited =
                 inherited::inherited_options(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         }

@@ -243,10 +243,17 @@ pub fn by_plan(
     node: &str,
     user: &UserOptions,
 ) -> Result<Step, StepError> {
-    let text = env(spank, PLAN_VARIABLE).ok_or(
-        "the plan did not reach this node: it travels in the job's environment (srun \
-         --export=NONE drops it)",
-    )?;
+    // The plan has its own bound (srun refuses a longer one), not the 4 KiB of Slurm's
+    // variables: a plan of 128 ranks is already longer than that.
+    let text = spank
+        .getenv(PLAN_VARIABLE)
+        .ok()
+        .flatten()
+        .filter(|t| t.len() <= lama_planfile::MAX_PLAN_BYTES)
+        .ok_or(
+            "the plan did not reach this node: it travels in the job's environment (srun \
+             --export=NONE drops it)",
+        )?;
     let membind = match &user.membind {
         Some(m) => Membind::parse(m).map_err(|d| d.headline())?,
         None => site.membind,

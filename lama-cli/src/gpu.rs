@@ -3,10 +3,13 @@
 
 use crate::{node_list, nodes_and_names, print, print_human, rank_split, Failure, MapArgs};
 use lama_engine::{
-    gpu_name, place_by_gpu, render, Device, DeviceKind, GpuError, GpuRequest, GpuTask, Machine,
+    gpu_name, place_by_gpu_ranked, render, Device, DeviceKind, GpuError, GpuRequest, GpuTask,
+    Machine,
 };
 use lama_slurm::distribution::{count_list, Distribution};
-use lama_slurm::gpu::{nic_variables, parse_indexes, step_gpus, task_variables, SlurmGpuBind};
+use lama_slurm::gpu::{
+    group_notes, nic_variables, parse_indexes, step_gpus, task_variables, SlurmGpuBind,
+};
 
 /// One task in the JSON output.
 #[derive(serde::Serialize)]
@@ -139,12 +142,14 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         }
         let gpus =
             step_gpus(&all, &slurm).map_err(|e| Failure::Usage(format!("node {name}: {e}")))?;
-        let placed = place_by_gpu(
+        let rank = |t: u32| node_ranks.get(t as usize).copied().unwrap_or(t);
+        let placed = place_by_gpu_ranked(
             m,
             &gpus,
             np,
             req,
             "this node's topology has no GPU (an XML with I/O objects lists them: lstopo --of xml)",
+            &rank,
         )
         .map_err(|e| match e {
             GpuError::Place { .. } if !args.oversubscribe => Failure::Place(format!(
@@ -152,7 +157,9 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             )),
             e => Failure::Place(format!("node {name}: {e}")),
         })?;
-        for note in &placed.notes {
+        let unit = req.cpu_unit;
+        let cpu_notes = group_notes(m, &placed, req.bind_asked, req.cpus_per_task, unit);
+        for note in placed.notes.iter().chain(&cpu_notes) {
             json.notes.push(format!("node {name}: {note}"));
         }
         if args.node.is_some_and(|only| only as usize != k) || np == 0 {

@@ -429,13 +429,20 @@ pub(crate) fn node_list(machines: &[Machine], nodes: Option<u32>) -> Vec<&Machin
 }
 
 fn map(args: MapArgs) -> Result<(), Failure> {
-    if let Some(by_gpu) = lama_slurm::gpu::request(
+    let unit = if args.cpu_unit == "core" {
+        CpuUnit::Core
+    } else {
+        CpuUnit::Thread
+    };
+    if let Some(by_gpu) = lama_slurm::gpu::request_with_cpus(
         &args.map,
         args.bind.as_deref(),
         args.mppr.as_deref(),
         Order::parse(&args.order).map_err(|d| Failure::Usage(d.to_string()))?,
         args.gpus_per_task.unwrap_or(1),
         args.oversubscribe,
+        args.cpus_per_task,
+        unit,
     )
     .map_err(Failure::Usage)?
     {
@@ -457,11 +464,6 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     };
     let order = Order::parse(&args.order).map_err(syntax)?;
     let membind = Membind::parse(&args.membind).map_err(syntax)?;
-    let unit = if args.cpu_unit == "core" {
-        CpuUnit::Core
-    } else {
-        CpuUnit::Thread
-    };
     let (machines, names) = nodes_and_names(&args)?;
     let nodes = node_list(&machines, args.nodes);
     // As the plugin does: without --bind, -c N widens the default binding on each node.

@@ -28,7 +28,8 @@
 //! turn (dual-rail nodes).
 
 use crate::diag::{Diagnostic, Subject};
-use crate::place::{place, PlaceError, Request};
+use crate::hybrid::{binding_for_cpus, exact_binding, CpuUnit};
+use crate::place::{place, place_cpus_per_task, PlaceError, Request};
 use crate::spec::{Bind, Layout, Mppr, Order};
 use crate::{CpuList, Device, DeviceKind, Level, Machine};
 use std::fmt;
@@ -53,6 +54,16 @@ pub struct GpuRequest {
     /// The tasks' GPUs are fixed by the caller (a launcher that binds GPUs to tasks itself):
     /// task `t` gets `gpus[t*k .. t*k+k]`, in the order given, and only the CPUs are placed.
     pub fixed: bool,
+    /// Whether `bind` was asked for. As on the CPU path, the default binding is widened to
+    /// cover `cpus_per_task` CPUs and never makes two tasks share a CPU: where the widened
+    /// binding cannot, each task of the group gets exactly its CPUs
+    /// ([`crate::place_cpus_per_task`]). A binding that was asked for is applied as asked, and
+    /// tasks that then share CPUs are named in a note.
+    pub bind_asked: bool,
+    /// CPUs given to each task (1 when the resource manager gave no count).
+    pub cpus_per_task: u32,
+    /// What one of those CPUs counts as.
+    pub cpu_unit: CpuUnit,
 }
 
 /// The layout of a `g` request: `Some` when `input` is `gpu` or starts with `g`.
@@ -236,6 +247,26 @@ pub struct GpuPlacement {
     /// Notes for the user (GPUs left unused, GPUs whose CPUs the caller may not use, every
     /// GPU near the same CPUs).
     pub notes: Vec<String>,
+    /// How each group of GPUs near the same CPUs bound its tasks (not under `1g`).
+    pub groups: Vec<GroupBinding>,
+}
+
+/// How the tasks of one group of GPUs (those near the same CPUs) were bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupBinding {
+    /// The group's GPUs (`gpu0,gpu1`).
+    pub gpus: String,
+    /// Its tasks.
+    pub tasks: u32,
+    /// The binding tried first: the one asked for, else the default widened for
+    /// [`GpuRequest::cpus_per_task`].
+    pub widened: Bind,
+    /// The binding used: `widened`, or the exact one when the default had to fall back.
+    pub used: Bind,
+    /// Logical PUs covered by the narrowest task's binding.
+    pub narrowest: Vec<u32>,
+    /// When a binding that was asked for makes tasks share CPUs: the warning, naming them.
+    pub shared: Option<String>,
 }
 
 /// `gpu3 (0000:63:00.0)`.
@@ -311,6 +342,19 @@ pub fn place_by_gpu(
     np: u32,
     req: &GpuRequest,
     no_gpu: &str,
+) -> Result<GpuPlacement, GpuError> {
+    place_by_gpu_ranked(machine, gpus, np, req, no_gpu, &|t| t)
+}
+
+/// [`place_by_gpu`], with `rank` turning a task (0-based, in placement order) into the number
+/// the notes show (the plugin shows global ranks).
+pub fn place_by_gpu_ranked(
+    machine: &Machine,
+    gpus: &[&Device],
+    np: u32,
+    req: &GpuRequest,
+    no_gpu: &str,
+    rank: &dyn Fn(u32) -> u32,
 ) -> Result<GpuPlacement, GpuError> {
     if gpus.is_empty() {
         return Err(GpuError::NoGpu(no_gpu.to_string()));
@@ -497,6 +541,7 @@ pub fn place_by_gpu(
     }
     // Task t goes to unit t mod U; each group's tasks are placed on the group's CPUs.
     let unit_of = |t: u32| (t % u) as usize;
+    let mut groups_bound = Vec::new();
     let mut tasks: Vec<Option<GpuTask>> = vec![None; np as usize];
     for (cpus, members) in &groups {
         let mine: Vec<u32> = (0..np).filter(|&t| members.contains(&unit_of(t))).collect();
@@ -514,9 +559,18 @@ pub fn place_by_gpu(
                 near,
             })?;
         }
+        let per_task = req.cpus_per_task.max(1);
+        // The CPU path's rule: the default binding covers the task's CPUs and never shares.
+        let widened = match req.bind {
+            Some(_) if !req.bind_asked && per_task > 1 => {
+                binding_for_cpus(&sub, per_task, req.cpu_unit)
+            }
+            Some(b) => b,
+            None => Bind::None,
+        };
         let engine_req = Request {
             layout: req.layout.clone(),
-            bind: req.bind.unwrap_or(Bind::None),
+            bind: widened,
             mppr: req.mppr.clone(),
             order: req.order,
             // Under 1g the tasks of GPUs near the same CPUs share them by design: only their
@@ -525,12 +579,36 @@ pub fn place_by_gpu(
             np: mine.len() as u32,
             bind_within: false,
         };
-        let placed = place(&[&sub], &engine_req).map_err(|error| GpuError::Place {
+        let placed = if req.bind.is_some() && !req.bind_asked {
+            let exact = exact_binding(&sub, per_task, req.cpu_unit);
+            place_cpus_per_task(&[&sub], &engine_req, exact)
+        } else {
+            place(&[&sub], &engine_req)
+        }
+        .map_err(|error| GpuError::Place {
             tasks: mine.len() as u32,
             gpus: gpu_names.clone(),
             cpus: cpus_os.clone(),
             error: Box::new(error),
         })?;
+        if req.bind.is_some() {
+            let narrowest = (0..mine.len())
+                .map(|j| placed.info(j).bound_logical)
+                .min_by_key(Vec::len)
+                .unwrap_or_default();
+            groups_bound.push(GroupBinding {
+                gpus: gpu_names.clone(),
+                tasks: mine.len() as u32,
+                widened,
+                used: placed.request().bind,
+                narrowest,
+                shared: if req.bind_asked {
+                    placed.overlap_warning(|j| rank(mine[j as usize]))
+                } else {
+                    None
+                },
+            });
+        }
         for (j, &t) in mine.iter().enumerate() {
             let info = placed.info(j);
             let (bound_logical, cpus_bound) = match req.bind {
@@ -553,6 +631,7 @@ pub fn place_by_gpu(
             .map(|t| t.expect("every task is in one group"))
             .collect(),
         notes,
+        groups: groups_bound,
     })
 }
 
@@ -688,6 +767,9 @@ mod tests {
             gpus_per_task: 1,
             order: Order::Natural,
             oversubscribe: false,
+            bind_asked: bind.is_some(),
+            cpus_per_task: 1,
+            cpu_unit: CpuUnit::Thread,
         }
     }
 
@@ -869,6 +951,66 @@ mod tests {
         );
         assert_eq!(split_gpu_mppr("1:g").unwrap(), (Some(1), None));
         assert_eq!(split_gpu_mppr("0:g,1:c").unwrap_err().span, Some((0, 1)));
+    }
+
+    /// One package of two cores of two threads (PUs 0-1, 2-3), one GPU near all of it.
+    fn smt_node() -> Machine {
+        let mut b = MachineBuilder::new("smt");
+        for q in 0..4 {
+            b.pu(q, true);
+        }
+        b.object(Level::Socket, Some(0), &[0, 1, 2, 3]);
+        b.object(Level::Core, Some(0), &[0, 1]);
+        b.object(Level::Core, Some(1), &[2, 3]);
+        b.device(dev(
+            DeviceKind::Gpu,
+            "0000:01:00.0",
+            "cuda0",
+            &[0, 1, 2, 3],
+            "Package",
+        ));
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn the_default_binding_keeps_the_cpu_paths_rules() {
+        let m = smt_node();
+        let gpus = all_gpus(&m);
+        let cpus = |p: &GpuPlacement| {
+            p.tasks
+                .iter()
+                .map(|t| t.cpus.to_string())
+                .collect::<Vec<_>>()
+        };
+        // Three tasks on two cores: 1c would share a core; by hand each task gets the one
+        // thread it is mapped to (csbnh: PU 0 of core 0, PU 2 of core 1, then PU 1), and the
+        // group says it fell back.
+        let mut r = req("gcsbnh", Some("1c"));
+        r.bind_asked = false;
+        let p = place_by_gpu(&m, &gpus, 3, &r, "none").unwrap();
+        assert_eq!(cpus(&p), ["0", "2", "1"]);
+        assert_eq!(p.groups[0].used.to_string(), "1h");
+        assert_eq!(p.groups[0].widened.to_string(), "1c");
+        // The same binding asked for is applied as asked, and the sharing is named.
+        r.bind_asked = true;
+        let p = place_by_gpu_ranked(&m, &gpus, 3, &r, "none", &|t| t + 10).unwrap();
+        assert_eq!(cpus(&p), ["0-1", "2-3", "0-1"]);
+        let shared = p.groups[0].shared.as_deref().unwrap();
+        assert!(
+            shared.contains("ranks 10 and 12 share CPUs 0-1"),
+            "{shared}"
+        );
+        // -c 2 with the default: each task gets a whole core (2 threads).
+        r.bind_asked = false;
+        r.cpus_per_task = 2;
+        let p = place_by_gpu(&m, &gpus, 2, &r, "none").unwrap();
+        assert_eq!(cpus(&p), ["0-1", "2-3"]);
+        assert_eq!(p.groups[0].used.to_string(), "1c");
+        // -c 3: whole cores do not fit two tasks; exactly 3 threads each would need 6.
+        r.cpus_per_task = 3;
+        assert!(place_by_gpu(&m, &gpus, 2, &r, "none").is_err());
+        r.oversubscribe = true;
+        assert!(place_by_gpu(&m, &gpus, 2, &r, "none").is_ok());
     }
 
     #[test]

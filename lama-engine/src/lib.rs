@@ -48,7 +48,7 @@ pub use device::{vendor_name, Device, DeviceKind, DeviceSpec};
 pub use diag::{Diagnostic, Subject, MAX_INPUT_LEN};
 pub use gpu::{
     gpu_name, is_fabric, is_fabric_name, is_gpu_bind, nic_name, parse_gpu_layout, place_by_gpu,
-    split_gpu_mppr, GpuError, GpuPlacement, GpuRequest, GpuTask,
+    place_by_gpu_ranked, split_gpu_mppr, GpuError, GpuPlacement, GpuRequest, GpuTask, GroupBinding,
 };
 pub use hybrid::{
     binding_for_cpus, cpus_covered, exact_binding, numa_nodes, threads_per_core, CpuUnit,

@@ -8,8 +8,8 @@
 //! takes Slurm's GPU `k` to be the topology's `gpu<k>`.
 
 use lama_engine::{
-    is_gpu_bind, parse_gpu_layout, split_gpu_mppr, Bind, Device, Diagnostic, GpuRequest, Mppr,
-    Order,
+    is_gpu_bind, parse_gpu_layout, split_gpu_mppr, Bind, CpuUnit, Device, Diagnostic, GpuPlacement,
+    GpuRequest, Mppr, Order,
 };
 
 /// The request of a `g` layout (`None` for any other layout). `1g` and `k:g` without a `g`
@@ -21,6 +21,31 @@ pub fn request(
     order: Order,
     gpus_per_task: u32,
     oversubscribe: bool,
+) -> Result<Option<GpuRequest>, String> {
+    request_with_cpus(
+        map,
+        bind,
+        mppr,
+        order,
+        gpus_per_task,
+        oversubscribe,
+        1,
+        CpuUnit::Thread,
+    )
+}
+
+/// [`request`] for tasks of `cpus_per_task` CPUs of `unit` each (`-c`): the default binding
+/// covers them, as on the CPU path.
+#[allow(clippy::too_many_arguments)]
+pub fn request_with_cpus(
+    map: &str,
+    bind: Option<&str>,
+    mppr: Option<&str>,
+    order: Order,
+    gpus_per_task: u32,
+    oversubscribe: bool,
+    cpus_per_task: u32,
+    unit: CpuUnit,
 ) -> Result<Option<GpuRequest>, String> {
     let show = |d: Diagnostic| crate::familiar::explain(d).to_string();
     let (per_gpu, cpu_mppr) = match mppr {
@@ -44,6 +69,7 @@ pub fn request(
         return Ok(None);
     };
     let layout = layout.map_err(show)?;
+    let bind_asked = bind.is_some();
     let bind = match bind {
         None => Some(Bind::default()),
         Some(b) if is_gpu_bind(b) => None,
@@ -55,6 +81,9 @@ pub fn request(
     };
     Ok(Some(GpuRequest {
         fixed: false,
+        bind_asked,
+        cpus_per_task: cpus_per_task.max(1),
+        cpu_unit: unit,
         layout,
         bind,
         mppr,
@@ -202,15 +231,87 @@ pub fn task_variables(
             .collect::<Vec<_>>()
             .join(","),
     )];
-    if let Some(tokens) = tokens.filter(|t| t.len() == slurm.len()) {
-        let visible = join(&|i| tokens[i].clone());
-        out.push((visible_variable(vendor), visible.clone()));
-        out.push(("GPU_DEVICE_ORDINAL", visible));
-        if vendor == "NVIDIA" {
+    let Some(tokens) = tokens.filter(|t| t.len() == slurm.len()) else {
+        return out;
+    };
+    match vendor {
+        // ROCr filters and orders the devices (ROCR_VISIBLE_DEVICES); HIP then applies
+        // HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES) and OpenCL GPU_DEVICE_ORDINAL to the
+        // devices ROCr left, by position. Slurm may have set those to its own list, which
+        // would filter ROCr's list a second time: they are set to every position in order.
+        "AMD" => {
+            let positions = (0..order.len())
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
+            out.push(("ROCR_VISIBLE_DEVICES", join(&|i| tokens[i].clone())));
+            out.push(("HIP_VISIBLE_DEVICES", positions.clone()));
+            out.push(("GPU_DEVICE_ORDINAL", positions));
+        }
+        // Level Zero's ZE_AFFINITY_MASK is a set: devices keep the driver's order whatever the
+        // list's. It is written in the step's order; the task's own GPU is named by LAMA_GPUS.
+        "Intel" => {
+            let mut set = order.clone();
+            set.sort_unstable();
+            out.push((
+                "ZE_AFFINITY_MASK",
+                set.iter()
+                    .map(|&i| tokens[i].clone())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ));
+        }
+        // CUDA enumerates CUDA_VISIBLE_DEVICES in the listed order (and ignores
+        // GPU_DEVICE_ORDINAL, which is OpenCL's and left as Slurm set it).
+        _ => {
+            out.push(("CUDA_VISIBLE_DEVICES", join(&|i| tokens[i].clone())));
             out.push(("CUDA_DEVICE_ORDER", "PCI_BUS_ID".to_string()));
         }
     }
     out
+}
+
+/// What the user is told of each group of GPUs' CPU binding, as on the CPU path: the default
+/// binding's fallback to exact CPUs, and a binding that was asked for (`asked`) that shares
+/// CPUs or covers fewer than the `cpus` CPUs of `unit` each task was given (`-c`). Each note
+/// names the group's GPUs.
+pub fn group_notes(
+    machine: &lama_engine::Machine,
+    placed: &GpuPlacement,
+    asked: bool,
+    cpus: u32,
+    unit: CpuUnit,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for group in &placed.groups {
+        let fallback = crate::cpus_per_task::exact_fallback_note(
+            group.widened,
+            group.used,
+            group.tasks as usize,
+            cpus.max(1),
+            unit,
+        );
+        let narrower = (asked && cpus > 1)
+            .then(|| {
+                let covered = lama_engine::cpus_covered(machine, &group.narrowest, unit);
+                crate::cpus_per_task::narrower_warning(machine, group.used, covered, cpus, unit)
+            })
+            .flatten();
+        for text in [fallback, group.shared.clone(), narrower]
+            .into_iter()
+            .flatten()
+        {
+            // The group goes after the kind of message: "warning: gpu0,gpu1: ...".
+            notes.push(match text.split_once(": ") {
+                Some((kind @ ("note" | "warning"), rest)) if kind != "note" => {
+                    format!("{kind}: {}: {rest}", group.gpus)
+                }
+                Some(("note", rest)) => format!("{}: {rest}", group.gpus),
+                _ => format!("{}: {text}", group.gpus),
+            });
+        }
+    }
+    notes
 }
 
 /// A task's network variables for its NIC: `LAMA_NICS` always; for an InfiniBand or RoCE
@@ -310,13 +411,34 @@ mod tests {
             vec![
                 ("LAMA_GPUS", "5".to_string()),
                 ("CUDA_VISIBLE_DEVICES", "1,0,2".to_string()),
-                ("GPU_DEVICE_ORDINAL", "1,0,2".to_string()),
                 ("CUDA_DEVICE_ORDER", "PCI_BUS_ID".to_string()),
             ]
         );
+        // AMD: ROCr orders, HIP and OpenCL see ROCr's list as it is (positions 0..n), so the
+        // task's GPU is HIP device 0, not ROCr's list filtered a second time.
+        let amd = task_variables("AMD", Some(&tokens), &[4, 5, 7], &[2], false);
+        assert_eq!(
+            amd[1..],
+            [
+                ("ROCR_VISIBLE_DEVICES", "2,0,1".to_string()),
+                ("HIP_VISIBLE_DEVICES", "0,1,2".to_string()),
+                ("GPU_DEVICE_ORDINAL", "0,1,2".to_string()),
+            ]
+        );
+        // Isolated: one device, position 0 (with Slurm's list "2" applied again, none).
         let strict = task_variables("AMD", Some(&tokens), &[4, 5, 7], &[2], true);
         assert_eq!(strict[1], ("ROCR_VISIBLE_DEVICES", "2".to_string()));
-        assert_eq!(strict.len(), 3, "no CUDA_DEVICE_ORDER for AMD");
+        assert_eq!(strict[2], ("HIP_VISIBLE_DEVICES", "0".to_string()));
+        assert_eq!(strict.len(), 4, "no CUDA_DEVICE_ORDER for AMD");
+        // Intel: a set, in the step's order; the own GPU is LAMA_GPUS.
+        let intel = task_variables("Intel", Some(&tokens), &[4, 5, 7], &[2], false);
+        assert_eq!(
+            intel,
+            vec![
+                ("LAMA_GPUS", "7".to_string()),
+                ("ZE_AFFINITY_MASK", "0,1,2".to_string())
+            ]
+        );
         // Without Slurm's own list (or a list of another length) only LAMA_GPUS is set.
         assert_eq!(task_variables("NVIDIA", None, &[4], &[0], false).len(), 1);
         assert_eq!(visible_variable("Intel"), "ZE_AFFINITY_MASK");

@@ -7,14 +7,14 @@
 //! the runtime will see, renumbered from 0 under `ConstrainDevices=yes`). Both are read here;
 //! a step without them, or whose GPUs the topology lacks, is not placed (fail closed).
 
-use crate::placement::{omp_place_list, omp_places, TaskPlacement};
+use crate::placement::{omp_place_list, omp_places, StepCpus, TaskPlacement};
 use crate::request::StepRequest;
 use lama_engine::{
-    numa_nodes, place_by_gpu, render, Device, DeviceKind, GpuError, GpuRequest, Machine,
+    numa_nodes, place_by_gpu_ranked, render, Device, DeviceKind, GpuError, GpuRequest, Machine,
 };
 use lama_slurm::gpu::{
-    gpus_per_task, nic_variables, parse_indexes, step_gpus, task_variables, visible_variable,
-    SlurmGpuBind,
+    gpus_per_task, group_notes, nic_variables, parse_indexes, step_gpus, task_variables,
+    visible_variable, SlurmGpuBind,
 };
 
 /// The GPUs of a step on this node, as Slurm gave them.
@@ -77,6 +77,7 @@ pub fn place_here(
     gpus: &StepGpus,
     globals: &[u32],
     overcommit: bool,
+    cpus: StepCpus,
 ) -> Result<(Vec<TaskPlacement>, Vec<String>), String> {
     let Some(options) = request.gpu else {
         return Err("the request does not place by GPU".to_string());
@@ -131,13 +132,18 @@ pub fn place_here(
         order: request.order,
         oversubscribe: overcommit,
         fixed,
+        bind_asked: request.bind.is_some(),
+        cpus_per_task: cpus.per_task.max(1),
+        cpu_unit: cpus.unit,
     };
-    let placed = place_by_gpu(
+    let rank = |t: u32| by_rank.get(t as usize).map_or(t, |&local| globals[local]);
+    let placed = place_by_gpu_ranked(
         machine,
         &devices,
         globals.len() as u32,
         &req,
         "the step has no GPU here",
+        &rank,
     )
     .map_err(|e| match e {
         GpuError::Place { .. } if !overcommit => {
@@ -150,6 +156,14 @@ pub fn place_here(
     // for it already names them: it is left alone.
     let tokens = gpus.tokens.as_deref().filter(|_| !fixed);
     let mut notes = placed.notes.clone();
+    // The CPU path's notes, group by group.
+    notes.extend(group_notes(
+        machine,
+        &placed,
+        request.bind.is_some(),
+        cpus.per_task,
+        cpus.unit,
+    ));
     if fixed && request.verbose {
         notes.push(format!(
             "Slurm binds {per_task} GPU(s) to each task (per_task:{per_task}, which \
@@ -179,7 +193,8 @@ pub fn place_here(
             env.extend(nic_variables(&machine.devices()[n]));
         }
         let places = if request.omp {
-            omp_places(machine, &t.bound_logical, false)
+            let per_cpu = cpus.per_task > 1 && cpus.unit == lama_engine::CpuUnit::Thread;
+            omp_places(machine, &t.bound_logical, per_cpu)
         } else {
             Vec::new()
         };
@@ -287,8 +302,15 @@ mod tests {
             "NVIDIA",
         )
         .unwrap();
-        let (tasks, notes) =
-            place_here(&m, &request("gcsbnh", None, false), &gpus, &[7, 8], false).unwrap();
+        let (tasks, notes) = place_here(
+            &m,
+            &request("gcsbnh", None, false),
+            &gpus,
+            &[7, 8],
+            false,
+            StepCpus::default(),
+        )
+        .unwrap();
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(tasks[0].cpus.to_string(), "1");
         assert_eq!(tasks[1].cpus.to_string(), "2");
@@ -318,6 +340,7 @@ mod tests {
             &gpus,
             &[5, 4],
             false,
+            StepCpus::default(),
         )
         .unwrap();
         assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0"));
@@ -349,6 +372,7 @@ mod tests {
                 gpus,
                 &[1, 0],
                 false,
+                StepCpus::default(),
             )
             .unwrap()
             .0
@@ -375,15 +399,30 @@ mod tests {
         let mut closest = vars;
         closest[3] = ("SLURM_TRES_BIND", "gres/gpu:closest");
         let gpus = read(env_of(&closest), "NVIDIA").unwrap();
-        let e = place_here(&node(), &request("g", None, false), &gpus, &[0, 1], false).unwrap_err();
+        let e = place_here(
+            &node(),
+            &request("g", None, false),
+            &gpus,
+            &[0, 1],
+            false,
+            StepCpus::default(),
+        )
+        .unwrap_err();
         assert!(
             e.contains("--gpu-bind=closest") && e.contains("--gpu-bind=none"),
             "{e}"
         );
         // per_task:1 with more tasks than GPUs.
         let gpus = read(env_of(&vars), "NVIDIA").unwrap();
-        let e =
-            place_here(&node(), &request("g", None, false), &gpus, &[0, 1, 2], true).unwrap_err();
+        let e = place_here(
+            &node(),
+            &request("g", None, false),
+            &gpus,
+            &[0, 1, 2],
+            true,
+            StepCpus::default(),
+        )
+        .unwrap_err();
         assert!(
             e.contains("this node's 3 task(s) need 3 GPU(s) where the step has 2 here"),
             "{e}"
@@ -398,7 +437,15 @@ mod tests {
         let e = read(env_of(&[]), "NVIDIA").unwrap_err();
         assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
         let gpus = read(env_of(&[("SLURM_STEP_GPUS", "4")]), "NVIDIA").unwrap();
-        let e = place_here(&node(), &request("g", None, false), &gpus, &[0], false).unwrap_err();
+        let e = place_here(
+            &node(),
+            &request("g", None, false),
+            &gpus,
+            &[0],
+            false,
+            StepCpus::default(),
+        )
+        .unwrap_err();
         assert!(
             e.starts_with("Slurm's GPU 4 is not in this node's topology"),
             "{e}"
@@ -409,7 +456,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(per.per_task, 2);
-        let e = place_here(&node(), &request("g", None, false), &per, &[0], false).unwrap_err();
+        let e = place_here(
+            &node(),
+            &request("g", None, false),
+            &per,
+            &[0],
+            false,
+            StepCpus::default(),
+        )
+        .unwrap_err();
         assert!(e.starts_with("each task asks for 2 GPUs"), "{e}");
     }
 }

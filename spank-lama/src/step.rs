@@ -115,7 +115,7 @@ pub fn by_layout(
         env(spank, "SLURM_OVERCOMMIT").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("yes"));
     if request.gpu.is_some() {
         return by_gpu(
-            spank, node, &machine, request, &globals, overcommit, &resolved,
+            spank, node, &machine, request, &globals, overcommit, per_task, &resolved,
         );
     }
     let local =
@@ -151,6 +151,7 @@ pub fn by_layout(
 }
 
 /// This node's placement of a step by GPU (a layout led by `g`), or why not.
+#[allow(clippy::too_many_arguments)]
 fn by_gpu(
     spank: &SpankHandle,
     node: &str,
@@ -158,13 +159,14 @@ fn by_gpu(
     request: &StepRequest,
     globals: &[u32],
     overcommit: bool,
+    cpus: StepCpus,
     resolved: &crate::topo_source::Resolved,
 ) -> Result<Step, StepError> {
     let vendor = gpus::machine_gpus(machine)
         .first()
         .map_or(String::new(), |d| d.vendor.clone());
     let step_gpus = gpus::read(|name| env(spank, name), &vendor)?;
-    let (tasks, notes) = gpus::place_here(machine, request, &step_gpus, globals, overcommit)?;
+    let (tasks, notes) = gpus::place_here(machine, request, &step_gpus, globals, overcommit, cpus)?;
     tracing::info!(
         node, source = %resolved.source, cpus = %machine.available(),
         "lama: placed {} task(s) by GPU (SLURM_STEP_GPUS {}) with layout g{}",
@@ -178,7 +180,7 @@ fn by_gpu(
     step_messages(spank, node, machine, request, None);
     Ok(Step::Layout {
         request: request.clone(),
-        cpus: StepCpus::default(),
+        cpus,
         tasks,
     })
 }

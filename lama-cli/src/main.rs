@@ -448,6 +448,22 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     {
         return gpu::map(&args, &by_gpu);
     }
+    // GPU options mean nothing without a layout that places by GPU: refused, not ignored (the
+    // plugin refuses --lama-gpu-isolate without 'g' the same way).
+    let gpu_only = [
+        (args.gpu_isolate, "--gpu-isolate"),
+        (args.gpus.is_some(), "--gpus"),
+        (args.gpus_per_task.is_some(), "--gpus-per-task"),
+        (args.gpu_bind.is_some(), "--gpu-bind"),
+    ];
+    if let Some((_, option)) = gpu_only.iter().find(|(given, _)| *given) {
+        return Err(Failure::Usage(format!(
+            "{option} previews placement by GPU, and layout '{}' does not place by GPU: lead it \
+             with 'g' (g{}), or leave out {option} (a layout without 'g' still lists each node's \
+             GPUs and NICs)",
+            args.map, args.map
+        )));
+    }
     // A familiar Slurm or Open MPI spelling is refused with its LAMA equivalent.
     let syntax =
         |d: lama_engine::Diagnostic| Failure::Usage(lama_slurm::familiar::explain(d).to_string());

@@ -1,37 +1,30 @@
 //! `lama map` with a layout led by `g`: which task gets which GPU, NIC and CPUs, node by node,
 //! with tasks split over the nodes as `srun -N -n` does by default (docs/devices.md).
 
-use crate::{node_list, nodes_and_names, print, print_human, rank_split, Failure, MapArgs};
+use crate::{
+    node_list, nodes_and_names, print, print_human, rank_split, Failure, JsonDevice,
+    JsonGpuRequest, JsonNode, JsonProcess, JsonRequest, MapArgs,
+};
 use lama_engine::{
-    gpu_name, place_by_gpu_ranked, render, Device, DeviceKind, GpuError, GpuRequest, GpuTask,
-    Machine,
+    gpu_name, numa_nodes, place_by_gpu_ranked, render, Bind, CpuUnit, Device, DeviceKind, GpuError,
+    GpuRequest, GpuTask, Machine, Membind,
 };
 use lama_slurm::distribution::{count_list, Distribution};
 use lama_slurm::gpu::{
     group_notes, nic_variables, parse_indexes, step_gpus, task_variables, SlurmGpuBind,
 };
+use lama_slurm::task_env::{self, TaskEnv};
 
-/// One task in the JSON output.
-#[derive(serde::Serialize)]
-struct JsonTask {
-    rank: u32,
-    node: u32,
-    /// The task's GPUs as Slurm numbers them.
-    gpus: Vec<u32>,
-    gpu_bus_ids: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    nic: Option<String>,
-    pu: u32,
-    cpus: Vec<u32>,
-    /// The variables the plugin sets in the task.
-    env: std::collections::BTreeMap<&'static str, String>,
-}
-
+/// The JSON output: the schema of every `lama map` (processes, request, nodes, devices),
+/// with each process's GPUs, NIC and variables, and the GPU part of the request added.
 #[derive(serde::Serialize)]
 struct JsonGpuPlacement {
-    request: String,
+    processes: Vec<JsonProcess>,
+    request: JsonRequest,
+    nodes: Vec<JsonNode>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    devices: Vec<JsonDevice>,
     tasks_per_node: Vec<u32>,
-    processes: Vec<JsonTask>,
     notes: Vec<String>,
 }
 
@@ -52,6 +45,49 @@ fn variables(
     let mut env = task_variables(vendor, tokens, slurm, &t.gpus, isolate);
     if let Some(n) = t.nic {
         env.extend(nic_variables(&m.devices()[n]));
+    }
+    env
+}
+
+/// Whether `--ranks` selects `rank` (every rank without it).
+fn in_ranks(args: &MapArgs, rank: u32) -> bool {
+    args.ranks
+        .as_deref()
+        .and_then(|r| crate::rank_range(r, args.np as usize).ok())
+        .is_none_or(|(first, last)| (first..=last).contains(&rank))
+}
+
+/// The task's `LAMA_*` and OpenMP variables, as the plugin sets them (lama-slurm's
+/// task_env): the layout and binding as written (`gcsbnh`, `1g`), memory bound to the NUMA
+/// nodes of its CPUs with `--membind`, OpenMP places with `--omp`.
+fn lama_variables(
+    m: &Machine,
+    req: &GpuRequest,
+    t: &GpuTask,
+    membind: Membind,
+    mems: &lama_engine::CpuList,
+    args: &MapArgs,
+) -> Vec<(&'static str, String)> {
+    let layout = format!("g{}", req.layout);
+    let bind = req.bind.map_or("1g".to_string(), |b| b.to_string());
+    let (mppr, order) = (req.mppr.to_string(), req.order.to_string());
+    let bound = req.bind != Some(Bind::None);
+    let per_cpu = req.cpus_per_task > 1 && req.cpu_unit == CpuUnit::Thread;
+    let places = (args.omp && bound).then(|| task_env::omp_places(m, &t.bound_logical, per_cpu));
+    let place_list = places.as_deref().map(task_env::omp_place_list);
+    let mut env = task_env::variables(&TaskEnv {
+        layout: &layout,
+        bind: &bind,
+        mppr: &mppr,
+        order: &order,
+        cpus: &t.cpus,
+        pu: (m.pus()[t.pu_logical as usize].os, t.pu_logical),
+        mems: (membind != Membind::None && bound && !mems.is_empty()).then_some((membind, mems)),
+        omp_places: place_list.as_deref(),
+    });
+    if let Some(places) = &places {
+        let threads = task_env::omp_threads(req.cpus_per_task, places.len());
+        env.push(("OMP_NUM_THREADS", threads.to_string()));
     }
     env
 }
@@ -114,12 +150,33 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             "tasks go round-robin over each node's GPUs in the order of the CPUs near them"
         }
     );
+    let membind = Membind::parse(&args.membind).map_err(|d| Failure::Usage(d.to_string()))?;
     let mut json = JsonGpuPlacement {
-        request: req.to_string(),
-        tasks_per_node: counts.clone(),
         processes: Vec::new(),
+        request: JsonRequest {
+            layout: format!("g{}", req.layout),
+            bind: req.bind.map_or("1g".to_string(), |b| b.to_string()),
+            mppr: req.mppr.to_string(),
+            order: req.order.to_string(),
+            np: args.np,
+            membind: membind.to_string(),
+            gpu: Some(JsonGpuRequest {
+                gpus_per_task: req.gpus_per_task,
+                per_gpu: req.per_gpu,
+                slurm_binds: req.fixed,
+                isolate: args.gpu_isolate,
+            }),
+        },
+        nodes: nodes
+            .iter()
+            .enumerate()
+            .map(|(n, m)| JsonNode::of(n, m, names.as_deref()))
+            .collect(),
+        devices: Vec::new(),
+        tasks_per_node: counts.clone(),
         notes: Vec::new(),
     };
+    let mut env_text = String::new();
     for (k, (&m, node_ranks)) in nodes.iter().zip(&ranks).enumerate() {
         let np = node_ranks.len() as u32;
         let name = names
@@ -165,15 +222,47 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         if args.node.is_some_and(|only| only as usize != k) || np == 0 {
             continue;
         }
-        text += &format!("\nnode {k} ({name}):\n");
+        // --summary leaves out every node's table; --ranks the nodes without a chosen rank.
+        let shown = !args.summary && node_ranks.iter().any(|&r| in_ranks(args, r));
+        if shown {
+            text += &format!("\nnode {k} ({name}):\n");
+        }
         let mut rows: Vec<[String; 6]> = Vec::new();
+        for d in m.devices() {
+            let inside = render::device_cpus(m, d);
+            let near: Vec<u32> = placed
+                .tasks
+                .iter()
+                .zip(node_ranks)
+                .filter(|(t, _)| {
+                    !t.cpus.is_empty() && t.cpus.cpus().iter().all(|c| inside.contains(*c))
+                })
+                .map(|(_, &r)| r)
+                .collect();
+            json.devices.push(JsonDevice::of(k, m, d, near));
+        }
         for (t, &rank) in placed.tasks.iter().zip(node_ranks) {
             let ids: Vec<u32> = t.gpus.iter().map(|&g| slurm[g]).collect();
             let nic = t
                 .nic
                 .map(|n| lama_engine::nic_name(&m.devices()[n]).to_string());
-            let env = variables(m, &gpus, &slurm, t, args.gpu_isolate, req.fixed);
-            if !args.summary {
+            let mut env = variables(m, &gpus, &slurm, t, args.gpu_isolate, req.fixed);
+            let mems = numa_nodes(m, &t.bound_logical);
+            if args.env {
+                let lama = lama_variables(m, req, t, membind, &mems, args);
+                if in_ranks(args, rank) {
+                    env_text += &format!(
+                        "  rank {rank:>4}: {}\n",
+                        lama.iter()
+                            .chain(&env)
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    );
+                }
+                env.extend(lama);
+            }
+            if shown && in_ranks(args, rank) {
                 rows.push([
                     rank.to_string(),
                     ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
@@ -187,18 +276,19 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
                     render::picture(m, &t.bound_logical),
                 ]);
             }
-            json.processes.push(JsonTask {
+            json.processes.push(JsonProcess {
                 rank,
                 node: k as u32,
-                gpus: ids,
-                gpu_bus_ids: t.gpus.iter().map(|&g| gpus[g].bus_id.clone()).collect(),
-                nic,
                 pu: m.pus()[t.pu_logical as usize].os,
                 cpus: t.cpus.cpus().to_vec(),
-                env: env.into_iter().collect(),
+                mems: (membind != Membind::None).then(|| mems.cpus().to_vec()),
+                env: Some(env.into_iter().collect()),
+                gpus: Some(ids),
+                gpu_bus_ids: Some(t.gpus.iter().map(|&g| gpus[g].bus_id.clone()).collect()),
+                nic,
             });
         }
-        if !args.summary {
+        if shown {
             let headers = ["rank", "gpu(s)", "bus id(s)", "nic", "cpus", "picture"];
             text += &render::table(headers, &rows);
             text += "  GPUs here (Slurm's numbers are PCI bus order):\n";
@@ -221,10 +311,15 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
     for note in &json.notes {
         text += &format!("note: {note}\n");
     }
-    if let Some(first) = json.processes.first() {
+    if args.env {
+        text += "\nenvironment of each task, as the plugin sets it in task_init (OMP_NUM_THREADS \
+                 only when the job does not set it; visible GPUs numbered as under \
+                 ConstrainDevices=yes):\n";
+        text += &env_text;
+    } else if let Some(first) = json.processes.first().and_then(|p| p.env.as_ref()) {
         text += "\nvariables of the first task (the plugin sets them in task_init; visible GPUs \
                  numbered as under ConstrainDevices=yes):\n";
-        for (k, v) in &first.env {
+        for (k, v) in first {
             text += &format!("  {k}={v}\n");
         }
     }

@@ -780,7 +780,7 @@ pub(crate) fn rank_split(args: &MapArgs, nodes: &[&Machine]) -> Result<Option<Ra
 }
 
 /// `--ranks FIRST[-LAST]` read against the `np` ranks placed.
-fn rank_range(text: &str, np: usize) -> Result<(u32, u32), Failure> {
+pub(crate) fn rank_range(text: &str, np: usize) -> Result<(u32, u32), Failure> {
     let bad = |why: &str| {
         Failure::Usage(format!(
             "--ranks {text}: {why}; give one rank (7) or a range (100-199) of ranks 0-{}",
@@ -814,9 +814,18 @@ pub(crate) struct JsonProcess {
     /// NUMA nodes of the binding, with --membind only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) mems: Option<Vec<u32>>,
-    /// The variables the plugin sets in the task, with --env only.
+    /// The variables the plugin sets in the task, with --env only (and in a layout led by
+    /// 'g', always: the GPU and NIC variables).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) env: Option<std::collections::BTreeMap<&'static str, String>>,
+    /// In a layout led by 'g': the task's GPUs as Slurm numbers them, their PCI bus ids and
+    /// the task's NIC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) gpus: Option<Vec<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu_bus_ids: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) nic: Option<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -832,17 +841,33 @@ struct JsonPlacement {
 }
 
 #[derive(serde::Serialize)]
-struct JsonRequest {
-    layout: String,
-    bind: String,
-    mppr: String,
-    order: String,
-    np: u32,
-    membind: String,
+pub(crate) struct JsonRequest {
+    pub(crate) layout: String,
+    pub(crate) bind: String,
+    pub(crate) mppr: String,
+    pub(crate) order: String,
+    pub(crate) np: u32,
+    pub(crate) membind: String,
+    /// In a layout led by 'g': how the GPUs are given to the tasks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu: Option<JsonGpuRequest>,
+}
+
+/// The GPU part of a request (a layout led by 'g').
+#[derive(serde::Serialize)]
+pub(crate) struct JsonGpuRequest {
+    pub(crate) gpus_per_task: u32,
+    /// `k:g`: at most this many tasks per GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) per_gpu: Option<u32>,
+    /// Slurm binds the GPUs to the tasks (per_task); else LAMA chooses them.
+    pub(crate) slurm_binds: bool,
+    /// Each task sees only its own GPUs.
+    pub(crate) isolate: bool,
 }
 
 #[derive(serde::Serialize)]
-struct JsonNode {
+pub(crate) struct JsonNode {
     index: u32,
     name: String,
     topology: String,
@@ -850,9 +875,24 @@ struct JsonNode {
     available: Vec<u32>,
 }
 
+impl JsonNode {
+    /// Node `n` (`m`), named from `names` when given.
+    pub(crate) fn of(n: usize, m: &Machine, names: Option<&[String]>) -> JsonNode {
+        JsonNode {
+            index: n as u32,
+            name: names
+                .and_then(|v| v.get(n).cloned())
+                .unwrap_or_else(|| m.name().to_string()),
+            topology: m.name().to_string(),
+            pus: m.pus().len(),
+            available: m.available().cpus().to_vec(),
+        }
+    }
+}
+
 /// A device of a node, with the ranks bound inside its locality.
 #[derive(serde::Serialize)]
-struct JsonDevice {
+pub(crate) struct JsonDevice {
     node: u32,
     kind: &'static str,
     index: u32,
@@ -864,6 +904,24 @@ struct JsonDevice {
     near: String,
     cpus: Vec<u32>,
     ranks: Vec<u32>,
+}
+
+impl JsonDevice {
+    /// Device `d` of node `n` (`m`), with the ranks bound inside its locality.
+    pub(crate) fn of(n: usize, m: &Machine, d: &lama_engine::Device, ranks: Vec<u32>) -> Self {
+        JsonDevice {
+            node: n as u32,
+            kind: d.kind.name(),
+            index: d.index,
+            vendor: d.vendor.clone(),
+            bus_id: d.bus_id.clone(),
+            uuid: d.uuid.clone(),
+            names: d.names.clone(),
+            near: d.near.clone(),
+            cpus: render::device_cpus(m, d).cpus().to_vec(),
+            ranks,
+        }
+    }
 }
 
 /// What `--env` shows: how the plugin would set each task's variables.
@@ -978,6 +1036,9 @@ fn json(
                 cpus: info.cpus.cpus().to_vec(),
                 mems,
                 env: env.map(|e| e.of(p, r).into_iter().collect()),
+                gpus: None,
+                gpu_bus_ids: None,
+                nic: None,
             }
         })
         .collect();
@@ -986,18 +1047,9 @@ fn json(
         .iter()
         .enumerate()
         .flat_map(|(n, m)| {
-            m.devices().iter().map(move |d| JsonDevice {
-                node: n as u32,
-                kind: d.kind.name(),
-                index: d.index,
-                vendor: d.vendor.clone(),
-                bus_id: d.bus_id.clone(),
-                uuid: d.uuid.clone(),
-                names: d.names.clone(),
-                near: d.near.clone(),
-                cpus: render::device_cpus(m, d).cpus().to_vec(),
-                ranks: render::ranks_near(p, n as u32, d),
-            })
+            m.devices()
+                .iter()
+                .map(move |d| JsonDevice::of(n, m, d, render::ranks_near(p, n as u32, d)))
         })
         .collect();
     let req = p.request();
@@ -1008,20 +1060,13 @@ fn json(
         order: req.order.to_string(),
         np: req.np,
         membind: membind.to_string(),
+        gpu: None,
     };
     let nodes = p
         .nodes()
         .iter()
         .enumerate()
-        .map(|(n, m)| JsonNode {
-            index: n as u32,
-            name: names
-                .and_then(|v| v.get(n).cloned())
-                .unwrap_or_else(|| m.name().to_string()),
-            topology: m.name().to_string(),
-            pus: m.pus().len(),
-            available: m.available().cpus().to_vec(),
-        })
+        .map(|(n, m)| JsonNode::of(n, m, names))
         .collect();
     let mut s = serde_json::to_string(&JsonPlacement {
         processes,

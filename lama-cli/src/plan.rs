@@ -417,6 +417,9 @@ fn json(plan: &lama_plan::Plan, file: &PlanFile) -> String {
             pu: f.pu,
             cpus: f.cpus.cpus().to_vec(),
             mems: None,
+            gpus: None,
+            gpu_bus_ids: None,
+            nic: None,
         })
         .collect();
     let cost = JsonCost {

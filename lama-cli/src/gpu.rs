@@ -6,14 +6,14 @@ use crate::{
     JsonGpuRequest, JsonNode, JsonProcess, JsonRequest, MapArgs,
 };
 use lama_engine::{
-    gpu_name, numa_nodes, place_by_gpu_ranked, render, Bind, CpuUnit, Device, DeviceKind, GpuError,
+    gpu_name, numa_nodes, place_by_gpu_ranked, render, Bind, Device, DeviceKind, GpuError,
     GpuRequest, GpuTask, Machine, Membind,
 };
 use lama_slurm::distribution::{count_list, Distribution};
 use lama_slurm::gpu::{
     group_notes, nic_variables, parse_indexes, step_gpus, task_variables, SlurmGpuBind,
 };
-use lama_slurm::task_env::{self, TaskEnv};
+use lama_slurm::task_env;
 
 /// The JSON output: the schema of every `lama map` (processes, request, nodes, devices),
 /// with each process's GPUs, NIC and variables, and the GPU part of the request added.
@@ -65,31 +65,22 @@ fn lama_variables(
     req: &GpuRequest,
     t: &GpuTask,
     membind: Membind,
-    mems: &lama_engine::CpuList,
     args: &MapArgs,
 ) -> Vec<(&'static str, String)> {
     let layout = format!("g{}", req.layout);
     let bind = req.bind.map_or("1g".to_string(), |b| b.to_string());
     let (mppr, order) = (req.mppr.to_string(), req.order.to_string());
-    let bound = req.bind != Some(Bind::None);
-    let per_cpu = req.cpus_per_task > 1 && req.cpu_unit == CpuUnit::Thread;
-    let places = (args.omp && bound).then(|| task_env::omp_places(m, &t.bound_logical, per_cpu));
-    let place_list = places.as_deref().map(task_env::omp_place_list);
-    let mut env = task_env::variables(&TaskEnv {
+    let asked = task_env::Asked {
         layout: &layout,
         bind: &bind,
         mppr: &mppr,
         order: &order,
-        cpus: &t.cpus,
-        pu: (m.pus()[t.pu_logical as usize].os, t.pu_logical),
-        mems: (membind != Membind::None && bound && !mems.is_empty()).then_some((membind, mems)),
-        omp_places: place_list.as_deref(),
-    });
-    if let Some(places) = &places {
-        let threads = task_env::omp_threads(req.cpus_per_task, places.len());
-        env.push(("OMP_NUM_THREADS", threads.to_string()));
-    }
-    env
+        bound: req.bind != Some(Bind::None),
+        membind,
+        omp: args.omp.then_some((req.cpus_per_task, req.cpu_unit)),
+    };
+    let pu = (m.pus()[t.pu_logical as usize].os, t.pu_logical);
+    task_env::placed_variables(m, &asked, &t.cpus, pu, &t.bound_logical)
 }
 
 pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
@@ -249,7 +240,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             let mut env = variables(m, &gpus, &slurm, t, args.gpu_isolate, req.fixed);
             let mems = numa_nodes(m, &t.bound_logical);
             if args.env {
-                let lama = lama_variables(m, req, t, membind, &mems, args);
+                let lama = lama_variables(m, req, t, membind, args);
                 if in_ranks(args, rank) {
                     env_text += &format!(
                         "  rank {rank:>4}: {}\n",

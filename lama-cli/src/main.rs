@@ -11,7 +11,7 @@ use lama_engine::{
 };
 use lama_hwloc::Source;
 use lama_slurm::distribution::{count_list, parse_counts, Distribution};
-use lama_slurm::task_env::{self, TaskEnv};
+use lama_slurm::task_env;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -434,7 +434,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     } else {
         CpuUnit::Thread
     };
-    if let Some(by_gpu) = lama_slurm::gpu::request_with_cpus(
+    if let Some(by_gpu) = lama_slurm::gpu::request(
         &args.map,
         args.bind.as_deref(),
         args.mppr.as_deref(),
@@ -946,32 +946,21 @@ impl EnvPreview {
             req.mppr.to_string(),
             req.order.to_string(),
         );
-        let mems = numa_nodes(m, &info.bound_logical);
-        let places = match self.omp {
-            Some((per_task, unit)) if bound => Some(task_env::omp_places(
-                m,
-                &info.bound_logical,
-                per_task > 1 && unit == CpuUnit::Thread,
-            )),
-            _ => None,
-        };
-        let place_list = places.as_deref().map(task_env::omp_place_list);
-        let mut env = task_env::variables(&TaskEnv {
-            layout: &layout,
-            bind: &bind,
-            mppr: &mppr,
-            order: &order,
-            cpus: &info.cpus,
-            pu: (info.pu_os, info.pu_logical),
-            mems: (self.membind != Membind::None && bound && !mems.is_empty())
-                .then_some((self.membind, &mems)),
-            omp_places: place_list.as_deref(),
-        });
-        if let (Some((per_task, _)), Some(places)) = (self.omp, &places) {
-            let threads = task_env::omp_threads(per_task, places.len());
-            env.push(("OMP_NUM_THREADS", threads.to_string()));
-        }
-        env
+        task_env::placed_variables(
+            m,
+            &task_env::Asked {
+                layout: &layout,
+                bind: &bind,
+                mppr: &mppr,
+                order: &order,
+                bound,
+                membind: self.membind,
+                omp: self.omp,
+            },
+            &info.cpus,
+            (info.pu_os, info.pu_logical),
+            &info.bound_logical,
+        )
     }
 
     /// The `--env` section of the text: the variables every task shares once, then each

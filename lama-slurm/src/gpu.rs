@@ -12,32 +12,11 @@ use lama_engine::{
     GpuRequest, Mppr, Order,
 };
 
-/// The request of a `g` layout (`None` for any other layout). `1g` and `k:g` without a `g`
-/// layout are refused: they mean nothing without GPUs to place by.
-pub fn request(
-    map: &str,
-    bind: Option<&str>,
-    mppr: Option<&str>,
-    order: Order,
-    gpus_per_task: u32,
-    oversubscribe: bool,
-) -> Result<Option<GpuRequest>, String> {
-    request_with_cpus(
-        map,
-        bind,
-        mppr,
-        order,
-        gpus_per_task,
-        oversubscribe,
-        1,
-        CpuUnit::Thread,
-    )
-}
-
-/// [`request`] for tasks of `cpus_per_task` CPUs of `unit` each (`-c`): the default binding
-/// covers them, as on the CPU path.
+/// The request of a `g` layout (`None` for any other layout), for tasks of `cpus_per_task`
+/// CPUs of `unit` each (`-c`: the default binding covers them, as on the CPU path). `1g` and
+/// `k:g` without a `g` layout are refused: they mean nothing without GPUs to place by.
 #[allow(clippy::too_many_arguments)]
-pub fn request_with_cpus(
+pub fn request(
     map: &str,
     bind: Option<&str>,
     mppr: Option<&str>,
@@ -332,6 +311,27 @@ pub fn nic_variables(nic: &Device) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request without -c.
+    fn request(
+        map: &str,
+        bind: Option<&str>,
+        mppr: Option<&str>,
+        order: Order,
+        gpus_per_task: u32,
+        oversubscribe: bool,
+    ) -> Result<Option<GpuRequest>, String> {
+        super::request(
+            map,
+            bind,
+            mppr,
+            order,
+            gpus_per_task,
+            oversubscribe,
+            1,
+            CpuUnit::Thread,
+        )
+    }
 
     #[test]
     fn slurms_gpu_binding_and_gpus_per_task_are_read_as_24_11_writes_them() {

@@ -2,7 +2,7 @@
 //! plugin's `task_init` and `lama map --env`. Pure: the caller decides what the job already
 //! set (the job's own `OMP_NUM_THREADS` wins).
 
-use lama_engine::{CpuList, Machine, Membind};
+use lama_engine::{CpuList, CpuUnit, Machine, Membind};
 
 /// What one task's variables are made of.
 #[derive(Debug, Clone, Copy)]
@@ -58,6 +58,66 @@ pub fn omp_threads(cpus_per_task: u32, place_count: usize) -> usize {
     } else {
         place_count
     }
+}
+
+/// What a task was asked for besides its CPUs, for [`placed_variables`].
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    /// The layout as the user wrote it.
+    pub layout: &'a str,
+    /// The binding in force as the user writes it.
+    pub bind: &'a str,
+    /// The MPPR limits.
+    pub mppr: &'a str,
+    /// The rank ordering.
+    pub order: &'a str,
+    /// Whether the task is bound at all.
+    pub bound: bool,
+    /// The memory binding asked for.
+    pub membind: Membind,
+    /// With `--lama-omp`: the CPUs per task (`-c`) and what Slurm counts as one.
+    pub omp: Option<(u32, CpuUnit)>,
+}
+
+/// A placed task's variables, as the plugin sets them and `lama map --env` shows them:
+/// [`variables`] from its binding (`bound_logical` on `machine`, OS CPUs `cpus`, mapped PU `pu`
+/// as OS and logical index), then `OMP_NUM_THREADS` with `--lama-omp` (which the plugin sets
+/// only when the job does not).
+pub fn placed_variables(
+    machine: &Machine,
+    asked: &Asked<'_>,
+    cpus: &CpuList,
+    pu: (u32, u32),
+    bound_logical: &[u32],
+) -> Vec<(&'static str, String)> {
+    let mems = lama_engine::numa_nodes(machine, bound_logical);
+    let places = match asked.omp {
+        Some((per_task, unit)) if asked.bound => Some(omp_places(
+            machine,
+            bound_logical,
+            per_task > 1 && unit == CpuUnit::Thread,
+        )),
+        _ => None,
+    };
+    let place_list = places.as_deref().map(omp_place_list);
+    let mut env = variables(&TaskEnv {
+        layout: asked.layout,
+        bind: asked.bind,
+        mppr: asked.mppr,
+        order: asked.order,
+        cpus,
+        pu,
+        mems: (asked.membind != Membind::None && asked.bound && !mems.is_empty())
+            .then_some((asked.membind, &mems)),
+        omp_places: place_list.as_deref(),
+    });
+    if let (Some((per_task, _)), Some(places)) = (asked.omp, &places) {
+        env.push((
+            "OMP_NUM_THREADS",
+            omp_threads(per_task, places.len()).to_string(),
+        ));
+    }
+    env
 }
 
 /// OpenMP places as `OMP_PLACES` writes them: `{0,36},{1,37}`.

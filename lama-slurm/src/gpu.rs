@@ -156,6 +156,29 @@ impl SlurmGpuBind {
     }
 }
 
+/// Whether Slurm numbers GPUs from 0 as each step and task sees them (`CUDA_VISIBLE_DEVICES`,
+/// and in a task bound by `per_task`, its own `SLURM_STEP_GPUS` too) instead of by their index
+/// on the node: when `TaskPlugin` includes task/cgroup and cgroup.conf says
+/// `ConstrainDevices=yes` (`gres_use_local_device_index` in Slurm's `src/interfaces/gres.c`).
+/// `slurm_conf` and `cgroup_conf` are the files' texts (`None`: no cgroup.conf, whose default
+/// is `ConstrainDevices=no`). Keys are case-insensitive and `#` starts a comment, as in Slurm.
+pub fn numbers_gpus_locally(slurm_conf: &str, cgroup_conf: Option<&str>) -> bool {
+    let value = |text: &str, key: &str| {
+        text.lines()
+            .filter_map(|line| line.split('#').next())
+            .filter_map(|line| line.trim().split_once('='))
+            .filter(|(k, _)| k.trim().eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.trim().to_string())
+            .next_back()
+    };
+    let cgroup_tasks =
+        value(slurm_conf, "TaskPlugin").is_some_and(|v| v.to_ascii_lowercase().contains("cgroup"));
+    cgroup_tasks
+        && cgroup_conf
+            .and_then(|c| value(c, "ConstrainDevices"))
+            .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
+}
+
 /// The GPUs per task of a step, from `SLURM_GPUS_PER_TASK` (`[type:]K`) or else
 /// `SLURM_TRES_PER_TASK` (`gres/gpu=K` or `gres/gpu:type=K`, among other TRES; Slurm 24.11
 /// sets only this one); `None` when neither names GPUs, an error when the count is not one.
@@ -393,6 +416,23 @@ mod tests {
         let e = request("csbnh", None, Some("1:g"), Order::Natural, 1, false).unwrap_err();
         assert!(e.contains("counts tasks per GPU"), "{e}");
         assert!(request("gx", None, None, Order::Natural, 1, false).is_err());
+    }
+
+    #[test]
+    fn local_gpu_numbers_follow_task_cgroup_and_constrain_devices() {
+        let conf = "# cluster\nTaskPlugin=task/cgroup,task/affinity\nTaskPluginParam=none\n";
+        assert!(numbers_gpus_locally(conf, Some("ConstrainDevices=yes\n")));
+        assert!(numbers_gpus_locally(
+            conf,
+            Some("constraindevices = YES # all\n")
+        ));
+        assert!(!numbers_gpus_locally(conf, Some("ConstrainDevices=no\n")));
+        assert!(!numbers_gpus_locally(conf, Some("#ConstrainDevices=yes\n")));
+        assert!(!numbers_gpus_locally(conf, None));
+        assert!(!numbers_gpus_locally(
+            "TaskPlugin=task/affinity\n",
+            Some("ConstrainDevices=yes")
+        ));
     }
 
     #[test]

@@ -13,8 +13,8 @@ use lama_engine::{
     numa_nodes, place_by_gpu_ranked, render, Device, DeviceKind, GpuError, GpuRequest, Machine,
 };
 use lama_slurm::gpu::{
-    gpus_per_task, group_notes, nic_variables, parse_indexes, step_gpus, task_variables,
-    visible_variable, SlurmGpuBind,
+    gpus_per_task, group_notes, nic_variables, numbers_gpus_locally, parse_indexes, step_gpus,
+    task_variables, visible_variable, SlurmGpuBind,
 };
 
 /// The GPUs of a step on this node, as Slurm gave them.
@@ -29,10 +29,21 @@ pub struct StepGpus {
     /// How Slurm binds the GPUs to the tasks (`--gpu-bind`; `per_task` is implied by
     /// `--gpus-per-task`).
     pub binding: SlurmGpuBind,
+    /// Under `per_task` only: whether Slurm numbers each task's GPUs from 0 in its own
+    /// environment ([`lama_slurm::gpu::numbers_gpus_locally`]), so that a task cannot tell
+    /// which GPU it holds; `Err` when that could not be found out.
+    pub numbered_locally: Option<Result<bool, String>>,
 }
 
 /// Reads the step's GPUs from its environment (`env`); `vendor` names the variable read.
-pub fn read(env: impl Fn(&str) -> Option<String>, vendor: &str) -> Result<StepGpus, String> {
+/// Under Slurm's `per_task` binding, also whether Slurm numbers each task's GPUs from 0:
+/// certain when the step's vendor variable differs from its `SLURM_STEP_GPUS`, else from
+/// slurm.conf and cgroup.conf (`SLURM_CONF` and the cgroup.conf beside it, read by `file`).
+pub fn read(
+    env: impl Fn(&str) -> Option<String>,
+    vendor: &str,
+    file: impl Fn(&std::path::Path) -> std::io::Result<String>,
+) -> Result<StepGpus, String> {
     let list = env("SLURM_STEP_GPUS")
         .filter(|l| !l.trim().is_empty())
         .ok_or(
@@ -49,15 +60,44 @@ pub fn read(env: impl Fn(&str) -> Option<String>, vendor: &str) -> Result<StepGp
         env("SLURM_GPUS_PER_TASK").as_deref(),
         env("SLURM_TRES_PER_TASK").as_deref(),
     )?;
+    let binding = SlurmGpuBind::read(
+        env("SLURM_TRES_BIND").as_deref(),
+        env("SLURM_GPU_BIND").as_deref(),
+    );
+    let numbered_locally = matches!(binding, SlurmGpuBind::PerTask(_))
+        .then(|| numbered_locally(&slurm, tokens.as_deref(), env("SLURM_CONF"), file));
     Ok(StepGpus {
         slurm,
         tokens,
         per_task: per_task.unwrap_or(1),
-        binding: SlurmGpuBind::read(
-            env("SLURM_TRES_BIND").as_deref(),
-            env("SLURM_GPU_BIND").as_deref(),
-        ),
+        binding,
+        numbered_locally,
     })
+}
+
+/// Whether Slurm numbers the GPUs from 0 in each step and task (see [`StepGpus`]).
+fn numbered_locally(
+    slurm: &[u32],
+    tokens: Option<&[String]>,
+    slurm_conf: Option<String>,
+    file: impl Fn(&std::path::Path) -> std::io::Result<String>,
+) -> Result<bool, String> {
+    let global: Vec<String> = slurm.iter().map(u32::to_string).collect();
+    if tokens.is_some_and(|t| t != global.as_slice()) {
+        return Ok(true);
+    }
+    let path = slurm_conf
+        .filter(|p| !p.is_empty())
+        .ok_or("SLURM_CONF is not in the step's environment")?;
+    let path = std::path::Path::new(&path);
+    let conf = file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let cgroup = path.with_file_name("cgroup.conf");
+    let cgroup_conf = match file(&cgroup) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("cannot read {}: {e}", cgroup.display())),
+    };
+    Ok(numbers_gpus_locally(&conf, cgroup_conf.as_deref()))
 }
 
 /// The GPUs of `machine` (PCI bus order).
@@ -96,6 +136,31 @@ pub fn place_here(
         // in index order, and each task takes, in `task_init`, the unit of the GPUs Slurm gave
         // it ([`TaskPlacement::slurm_gpus`]).
         SlurmGpuBind::PerTask(k) => {
+            let way_out = "give --gpu-bind=none to let LAMA choose each task's GPUs (each task \
+                           can then open all the step's GPUs), or use a layout without 'g'";
+            match &gpus.numbered_locally {
+                Some(Ok(false)) => {}
+                Some(Ok(true)) => {
+                    return Err(format!(
+                        "Slurm binds {k} GPU(s) to each task itself (per_task:{k}, which \
+                         --gpus-per-task implies), choosing them by the task's CPUs, and with \
+                         ConstrainDevices=yes it numbers each task's GPUs from 0 \
+                         (SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES), so no task can tell which GPU \
+                         it holds and LAMA cannot place it beside it: {way_out}"
+                    ))
+                }
+                other => {
+                    let why = match other {
+                        Some(Err(why)) => why.clone(),
+                        _ => "it was not read".to_string(),
+                    };
+                    return Err(format!(
+                        "Slurm binds {k} GPU(s) to each task itself (per_task:{k}), and whether \
+                         it names each task's GPUs by their node index could not be found out \
+                         ({why}): {way_out}"
+                    ));
+                }
+            }
             let k = *k as usize;
             let mut in_order: Vec<usize> = (0..step.len()).collect();
             in_order.sort_by_key(|&i| gpus.slurm[i]);
@@ -266,6 +331,84 @@ mod tests {
         b.build().unwrap()
     }
 
+    fn no_files(path: &std::path::Path) -> std::io::Result<String> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            path.display().to_string(),
+        ))
+    }
+
+    /// slurm.conf with task/cgroup, and cgroup.conf without ConstrainDevices.
+    fn cgroup_tasks(path: &std::path::Path) -> std::io::Result<String> {
+        match path.to_str() {
+            Some("/etc/slurm/slurm.conf") => Ok("TaskPlugin=task/cgroup,task/affinity\n".into()),
+            Some("/etc/slurm/cgroup.conf") => Ok("ConstrainCores=yes\n".into()),
+            _ => no_files(path),
+        }
+    }
+
+    /// The same with ConstrainDevices=yes.
+    fn constrained(path: &std::path::Path) -> std::io::Result<String> {
+        match path.to_str() {
+            Some("/etc/slurm/cgroup.conf") => Ok("ConstrainDevices=yes\n".into()),
+            _ => cgroup_tasks(path),
+        }
+    }
+
+    #[test]
+    fn per_task_gpus_numbered_from_0_in_each_task_are_refused() {
+        // Under ConstrainDevices=yes Slurm numbers each task's GPUs from 0 (seen on 24.11 and
+        // 26.05: a task holding GPU 2 has SLURM_STEP_GPUS=0): no task can tell its GPU.
+        let vars = |cvd: &'static str| {
+            [
+                ("SLURM_STEP_GPUS", "0,2"),
+                ("CUDA_VISIBLE_DEVICES", cvd),
+                ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+                ("SLURM_CONF", "/etc/slurm/slurm.conf"),
+            ]
+        };
+        let place = |gpus: &StepGpus| {
+            place_here(
+                &node(),
+                &request("gcsbnh", None, false),
+                gpus,
+                &[0, 1],
+                false,
+                StepCpus::default(),
+            )
+        };
+        // Seen in the step's own numbers (0,1 for GPUs 0 and 2), whatever the files say.
+        let gpus = read(env_of(&vars("0,1")), "NVIDIA", no_files).unwrap();
+        assert_eq!(gpus.numbered_locally, Some(Ok(true)));
+        let e = place(&gpus).unwrap_err();
+        assert!(
+            e.contains("numbers each task's GPUs from 0") && e.contains("--gpu-bind=none"),
+            "{e}"
+        );
+        // GPUs 0 and 1 look the same both ways: cgroup.conf decides.
+        let same = [
+            ("SLURM_STEP_GPUS", "0,1"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+            ("SLURM_CONF", "/etc/slurm/slurm.conf"),
+        ];
+        let gpus = read(env_of(&same), "NVIDIA", constrained).unwrap();
+        assert_eq!(gpus.numbered_locally, Some(Ok(true)));
+        let gpus = read(env_of(&same), "NVIDIA", cgroup_tasks).unwrap();
+        assert_eq!(gpus.numbered_locally, Some(Ok(false)));
+        assert!(place(&gpus).is_ok());
+        // Unknown: refused, saying why.
+        let gpus = read(env_of(&same[..3]), "NVIDIA", constrained).unwrap();
+        let e = place(&gpus).unwrap_err();
+        assert!(
+            e.contains("SLURM_CONF is not in the step's environment"),
+            "{e}"
+        );
+        let gpus = read(env_of(&same), "NVIDIA", no_files).unwrap();
+        let e = place(&gpus).unwrap_err();
+        assert!(e.contains("cannot read /etc/slurm/slurm.conf"), "{e}");
+    }
+
     fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let vars: Vec<(String, String)> = vars
             .iter()
@@ -300,6 +443,7 @@ mod tests {
         let gpus = read(
             env_of(&[("SLURM_STEP_GPUS", "1,2"), ("CUDA_VISIBLE_DEVICES", "0,1")]),
             "NVIDIA",
+            no_files,
         )
         .unwrap();
         let (tasks, notes) = place_here(
@@ -331,6 +475,7 @@ mod tests {
                 ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
             ]),
             "NVIDIA",
+            no_files,
         )
         .unwrap();
         // Local task 0 is global rank 5 and local task 1 rank 4: rank 4 comes first.
@@ -358,11 +503,12 @@ mod tests {
         // 2-3), GPU 0 near package 0.
         let vars = [
             ("SLURM_STEP_GPUS", "0,2"),
-            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("CUDA_VISIBLE_DEVICES", "0,2"),
             ("SLURM_TRES_PER_TASK", "gres/gpu=1"),
             ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+            ("SLURM_CONF", "/etc/slurm/slurm.conf"),
         ];
-        let gpus = read(env_of(&vars), "NVIDIA").unwrap();
+        let gpus = read(env_of(&vars), "NVIDIA", cgroup_tasks).unwrap();
         assert_eq!(gpus.binding, SlurmGpuBind::PerTask(1));
         // Local task 0 is rank 1, local task 1 rank 0.
         let place = |gpus: &StepGpus| {
@@ -392,13 +538,13 @@ mod tests {
         // --gpu-bind=none: LAMA chooses, as without binding (rank 0 first: GPU 0).
         let mut none = vars;
         none[3] = ("SLURM_TRES_BIND", "gres/gpu:none");
-        let tasks = place(&read(env_of(&none), "NVIDIA").unwrap());
+        let tasks = place(&read(env_of(&none), "NVIDIA", cgroup_tasks).unwrap());
         assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
-        assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0,1"));
+        assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0,2"));
         // Another Slurm binding: refused, naming the way out.
         let mut closest = vars;
         closest[3] = ("SLURM_TRES_BIND", "gres/gpu:closest");
-        let gpus = read(env_of(&closest), "NVIDIA").unwrap();
+        let gpus = read(env_of(&closest), "NVIDIA", cgroup_tasks).unwrap();
         let e = place_here(
             &node(),
             &request("g", None, false),
@@ -413,7 +559,7 @@ mod tests {
             "{e}"
         );
         // per_task:1 with more tasks than GPUs.
-        let gpus = read(env_of(&vars), "NVIDIA").unwrap();
+        let gpus = read(env_of(&vars), "NVIDIA", cgroup_tasks).unwrap();
         let e = place_here(
             &node(),
             &request("g", None, false),
@@ -428,15 +574,15 @@ mod tests {
             "{e}"
         );
         // Without Slurm's binding no placement is tied to Slurm's GPUs.
-        let tasks = place(&read(env_of(&none), "NVIDIA").unwrap());
+        let tasks = place(&read(env_of(&none), "NVIDIA", cgroup_tasks).unwrap());
         assert!(tasks.iter().all(|t| t.slurm_gpus.is_empty()));
     }
 
     #[test]
     fn steps_without_gpus_or_with_gpus_the_topology_lacks_are_refused() {
-        let e = read(env_of(&[]), "NVIDIA").unwrap_err();
+        let e = read(env_of(&[]), "NVIDIA", no_files).unwrap_err();
         assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
-        let gpus = read(env_of(&[("SLURM_STEP_GPUS", "4")]), "NVIDIA").unwrap();
+        let gpus = read(env_of(&[("SLURM_STEP_GPUS", "4")]), "NVIDIA", no_files).unwrap();
         let e = place_here(
             &node(),
             &request("g", None, false),
@@ -453,6 +599,7 @@ mod tests {
         let per = read(
             env_of(&[("SLURM_STEP_GPUS", "0"), ("SLURM_GPUS_PER_TASK", "tesla:2")]),
             "NVIDIA",
+            no_files,
         )
         .unwrap();
         assert_eq!(per.per_task, 2);

@@ -165,7 +165,11 @@ fn by_gpu(
     let vendor = gpus::machine_gpus(machine)
         .first()
         .map_or(String::new(), |d| d.vendor.clone());
-    let step_gpus = gpus::read(|name| env(spank, name), &vendor)?;
+    let step_gpus = gpus::read(
+        |name| env(spank, name),
+        &vendor,
+        |path| crate::bounded::read_file(path, crate::bounded::MAX_SMALL_FILE),
+    )?;
     let (tasks, notes) = gpus::place_here(machine, request, &step_gpus, globals, overcommit, cpus)?;
     tracing::info!(
         node, source = %resolved.source, cpus = %machine.available(),

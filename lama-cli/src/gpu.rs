@@ -49,14 +49,6 @@ fn variables(
     env
 }
 
-/// Whether `--ranks` selects `rank` (every rank without it).
-fn in_ranks(args: &MapArgs, rank: u32) -> bool {
-    args.ranks
-        .as_deref()
-        .and_then(|r| crate::rank_range(r, args.np as usize).ok())
-        .is_none_or(|(first, last)| (first..=last).contains(&rank))
-}
-
 /// The task's `LAMA_*` and OpenMP variables, as the plugin sets them (lama-slurm's
 /// task_env): the layout and binding as written (`gcsbnh`, `1g`), memory bound to the NUMA
 /// nodes of its CPUs with `--membind`, OpenMP places with `--omp`.
@@ -67,8 +59,7 @@ fn lama_variables(
     membind: Membind,
     args: &MapArgs,
 ) -> Vec<(&'static str, String)> {
-    let layout = format!("g{}", req.layout);
-    let bind = req.bind.map_or("1g".to_string(), |b| b.to_string());
+    let (layout, bind) = (req.layout_text(), req.bind_text());
     let (mppr, order) = (req.mppr.to_string(), req.order.to_string());
     let asked = task_env::Asked {
         layout: &layout,
@@ -145,8 +136,8 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
     let mut json = JsonGpuPlacement {
         processes: Vec::new(),
         request: JsonRequest {
-            layout: format!("g{}", req.layout),
-            bind: req.bind.map_or("1g".to_string(), |b| b.to_string()),
+            layout: req.layout_text(),
+            bind: req.bind_text(),
             mppr: req.mppr.to_string(),
             order: req.order.to_string(),
             np: args.np,
@@ -168,6 +159,13 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         notes: Vec::new(),
     };
     let mut env_text = String::new();
+    // --ranks, read once (an invalid one refused as for any layout): whether it selects a rank.
+    let chosen = args
+        .ranks
+        .as_deref()
+        .map(|r| crate::rank_range(r, args.np as usize))
+        .transpose()?;
+    let in_ranks = |rank: u32| chosen.is_none_or(|(first, last)| (first..=last).contains(&rank));
     for (k, (&m, node_ranks)) in nodes.iter().zip(&ranks).enumerate() {
         let np = node_ranks.len() as u32;
         let name = names
@@ -205,8 +203,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             )),
             e => Failure::Place(format!("node {name}: {e}")),
         })?;
-        let unit = req.cpu_unit;
-        let cpu_notes = group_notes(m, &placed, req.bind_asked, req.cpus_per_task, unit);
+        let cpu_notes = group_notes(m, &placed, req);
         for note in placed.notes.iter().chain(&cpu_notes) {
             json.notes.push(format!("node {name}: {note}"));
         }
@@ -214,20 +211,17 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             continue;
         }
         // --summary leaves out every node's table; --ranks the nodes without a chosen rank.
-        let shown = !args.summary && node_ranks.iter().any(|&r| in_ranks(args, r));
+        let shown = !args.summary && node_ranks.iter().any(|&r| in_ranks(r));
         if shown {
             text += &format!("\nnode {k} ({name}):\n");
         }
         let mut rows: Vec<[String; 6]> = Vec::new();
         for d in m.devices() {
-            let inside = render::device_cpus(m, d);
             let near: Vec<u32> = placed
                 .tasks
                 .iter()
                 .zip(node_ranks)
-                .filter(|(t, _)| {
-                    !t.cpus.is_empty() && t.cpus.cpus().iter().all(|c| inside.contains(*c))
-                })
+                .filter(|(t, _)| render::inside(d, &t.bound_logical, t.pu_logical))
                 .map(|(_, &r)| r)
                 .collect();
             json.devices.push(JsonDevice::of(k, m, d, near));
@@ -241,7 +235,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             let mems = numa_nodes(m, &t.bound_logical);
             if args.env {
                 let lama = lama_variables(m, req, t, membind, args);
-                if in_ranks(args, rank) {
+                if in_ranks(rank) {
                     env_text += &format!(
                         "  rank {rank:>4}: {}\n",
                         lama.iter()
@@ -253,7 +247,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
                 }
                 env.extend(lama);
             }
-            if shown && in_ranks(args, rank) {
+            if shown && in_ranks(rank) {
                 rows.push([
                     rank.to_string(),
                     ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),

@@ -677,13 +677,25 @@ fn check_width(whole: &Machine, level: Level, cpus: &[u32]) -> Result<(), String
     Ok(())
 }
 
+impl GpuRequest {
+    /// The layout as the user writes it (`gcsbnh`).
+    pub fn layout_text(&self) -> String {
+        format!("g{}", self.layout)
+    }
+
+    /// The binding as the user writes it (`1g` for all the CPUs near each task's GPUs).
+    pub fn bind_text(&self) -> String {
+        self.bind.map_or("1g".to_string(), |b| b.to_string())
+    }
+}
+
 impl fmt::Display for GpuRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "layout g{} binding {}",
-            self.layout,
-            self.bind.map_or("1g".to_string(), |b| b.to_string())
+            "layout {} binding {}",
+            self.layout_text(),
+            self.bind_text()
         )?;
         if let Some(k) = self.per_gpu {
             write!(f, " at most {k} per GPU")?;

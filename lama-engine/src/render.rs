@@ -530,15 +530,21 @@ fn near(p: &Placement<'_>, ranks: &[usize], d: &Device) -> Vec<u32> {
         .copied()
         .filter(|&r| {
             let info = p.info(r);
-            let on: &[u32] = if info.bound_logical.is_empty() {
-                std::slice::from_ref(&info.pu_logical)
-            } else {
-                &info.bound_logical
-            };
-            on.iter().all(|q| d.pus.contains(q))
+            inside(d, &info.bound_logical, info.pu_logical)
         })
         .map(|r| r as u32)
         .collect()
+}
+
+/// Whether a process bound to `bound_logical` (logical PUs; empty without binding, then its
+/// mapped PU `pu_logical` counts) lies inside `d`'s locality.
+pub fn inside(d: &Device, bound_logical: &[u32], pu_logical: u32) -> bool {
+    let on: &[u32] = if bound_logical.is_empty() {
+        std::slice::from_ref(&pu_logical)
+    } else {
+        bound_logical
+    };
+    on.iter().all(|q| d.pus.contains(q))
 }
 
 /// One line per device of `m`: kind and index, vendor, PCI bus id, OS names, UUID, locality,

@@ -224,8 +224,6 @@ pub fn task_variables(
         .copied()
         .chain((0..slurm.len()).filter(|i| !strict && !own.contains(i)))
         .collect();
-    let join =
-        |f: &dyn Fn(usize) -> String| order.iter().map(|&i| f(i)).collect::<Vec<_>>().join(",");
     let mut out = vec![(
         "LAMA_GPUS",
         own.iter()
@@ -235,6 +233,14 @@ pub fn task_variables(
     )];
     let Some(tokens) = tokens.filter(|t| t.len() == slurm.len()) else {
         return out;
+    };
+    // Slurm's tokens of the step's GPUs at these positions, in this order.
+    let listed = |positions: &[usize]| {
+        positions
+            .iter()
+            .map(|&i| tokens[i].as_str())
+            .collect::<Vec<_>>()
+            .join(",")
     };
     match vendor {
         // ROCr filters and orders the devices (ROCR_VISIBLE_DEVICES); HIP then applies
@@ -246,7 +252,7 @@ pub fn task_variables(
                 .map(|p| p.to_string())
                 .collect::<Vec<_>>()
                 .join(",");
-            out.push(("ROCR_VISIBLE_DEVICES", join(&|i| tokens[i].clone())));
+            out.push(("ROCR_VISIBLE_DEVICES", listed(&order)));
             out.push(("HIP_VISIBLE_DEVICES", positions.clone()));
             out.push(("GPU_DEVICE_ORDINAL", positions));
         }
@@ -255,35 +261,28 @@ pub fn task_variables(
         "Intel" => {
             let mut set = order.clone();
             set.sort_unstable();
-            out.push((
-                "ZE_AFFINITY_MASK",
-                set.iter()
-                    .map(|&i| tokens[i].clone())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ));
+            out.push(("ZE_AFFINITY_MASK", listed(&set)));
         }
         // CUDA enumerates CUDA_VISIBLE_DEVICES in the listed order (and ignores
         // GPU_DEVICE_ORDINAL, which is OpenCL's and left as Slurm set it).
         _ => {
-            out.push(("CUDA_VISIBLE_DEVICES", join(&|i| tokens[i].clone())));
+            out.push(("CUDA_VISIBLE_DEVICES", listed(&order)));
             out.push(("CUDA_DEVICE_ORDER", "PCI_BUS_ID".to_string()));
         }
     }
     out
 }
 
-/// What the user is told of each group of GPUs' CPU binding, as on the CPU path: the default
-/// binding's fallback to exact CPUs, and a binding that was asked for (`asked`) that shares
-/// CPUs or covers fewer than the `cpus` CPUs of `unit` each task was given (`-c`). Each note
-/// names the group's GPUs.
+/// What the user is told of each group of GPUs' CPU binding, placed for `req`, as on the CPU
+/// path: the default binding's fallback to exact CPUs, and a binding that was asked for that
+/// shares CPUs or covers fewer than the CPUs each task was given (`-c`). Each note names the
+/// group's GPUs.
 pub fn group_notes(
     machine: &lama_engine::Machine,
     placed: &GpuPlacement,
-    asked: bool,
-    cpus: u32,
-    unit: CpuUnit,
+    req: &GpuRequest,
 ) -> Vec<String> {
+    let (asked, cpus, unit) = (req.bind_asked, req.cpus_per_task, req.cpu_unit);
     let mut notes = Vec::new();
     for group in &placed.groups {
         let fallback = crate::cpus_per_task::exact_fallback_note(

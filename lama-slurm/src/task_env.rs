@@ -95,7 +95,7 @@ pub fn placed_variables(
         Some((per_task, unit)) if asked.bound => Some(omp_places(
             machine,
             bound_logical,
-            per_task > 1 && unit == CpuUnit::Thread,
+            one_place_per_cpu(per_task, unit),
         )),
         _ => None,
     };
@@ -118,6 +118,12 @@ pub fn placed_variables(
         ));
     }
     env
+}
+
+/// Whether OpenMP gets one place per hardware thread rather than per core: when `-c` gives a
+/// task several CPUs and Slurm counts threads as CPUs.
+pub fn one_place_per_cpu(cpus_per_task: u32, unit: CpuUnit) -> bool {
+    cpus_per_task > 1 && unit == CpuUnit::Thread
 }
 
 /// OpenMP places as `OMP_PLACES` writes them: `{0,36},{1,37}`.

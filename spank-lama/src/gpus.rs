@@ -138,9 +138,14 @@ pub fn place_here(
         SlurmGpuBind::PerTask(k) => {
             let way_out = "give --gpu-bind=none to let LAMA choose each task's GPUs (each task \
                            can then open all the step's GPUs), or use a layout without 'g'";
-            match &gpus.numbered_locally {
-                Some(Ok(false)) => {}
-                Some(Ok(true)) => {
+            // Always read under per_task (see `read`).
+            let numbered_locally = gpus
+                .numbered_locally
+                .clone()
+                .unwrap_or_else(|| Err("it was not read".to_string()));
+            match numbered_locally {
+                Ok(false) => {}
+                Ok(true) => {
                     return Err(format!(
                         "Slurm binds {k} GPU(s) to each task itself (per_task:{k}, which \
                          --gpus-per-task implies), choosing them by the task's CPUs, and with \
@@ -149,11 +154,7 @@ pub fn place_here(
                          it holds and LAMA cannot place it beside it: {way_out}"
                     ))
                 }
-                other => {
-                    let why = match other {
-                        Some(Err(why)) => why.clone(),
-                        _ => "it was not read".to_string(),
-                    };
+                Err(why) => {
                     return Err(format!(
                         "Slurm binds {k} GPU(s) to each task itself (per_task:{k}), and whether \
                          it names each task's GPUs by their node index could not be found out \
@@ -222,13 +223,7 @@ pub fn place_here(
     let tokens = gpus.tokens.as_deref().filter(|_| !fixed);
     let mut notes = placed.notes.clone();
     // The CPU path's notes, group by group.
-    notes.extend(group_notes(
-        machine,
-        &placed,
-        request.bind.is_some(),
-        cpus.per_task,
-        cpus.unit,
-    ));
+    notes.extend(group_notes(machine, &placed, &req));
     if fixed && request.verbose {
         notes.push(format!(
             "Slurm binds {per_task} GPU(s) to each task (per_task:{per_task}, which \
@@ -258,7 +253,7 @@ pub fn place_here(
             env.extend(nic_variables(&machine.devices()[n]));
         }
         let places = if request.omp {
-            let per_cpu = cpus.per_task > 1 && cpus.unit == lama_engine::CpuUnit::Thread;
+            let per_cpu = lama_slurm::task_env::one_place_per_cpu(cpus.per_task, cpus.unit);
             omp_places(machine, &t.bound_logical, per_cpu)
         } else {
             Vec::new()

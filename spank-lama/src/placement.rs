@@ -4,8 +4,8 @@
 use crate::request::StepRequest;
 pub use crate::step_cpus::StepCpus;
 use lama_engine::{
-    binding_for_cpus, cpus_covered, numa_nodes, place, render, Bind, CpuList, CpuUnit, Machine,
-    PlaceError, Request,
+    binding_for_cpus, cpus_covered, numa_nodes, place, render, Bind, CpuList, Machine, PlaceError,
+    Request,
 };
 pub(crate) use lama_slurm::task_env::{omp_place_list, omp_places};
 
@@ -115,7 +115,7 @@ pub fn place_local(
             (true, _) => render::picture(machine, &info.bound_logical),
         };
         let places = if plan.omp {
-            let per_cpu = cpus.per_task > 1 && cpus.unit == CpuUnit::Thread;
+            let per_cpu = lama_slurm::task_env::one_place_per_cpu(cpus.per_task, cpus.unit);
             omp_places(machine, &info.bound_logical, per_cpu)
         } else {
             Vec::new()
@@ -191,7 +191,7 @@ mod tests {
     use crate::config::SiteConfig;
     use crate::request::{resolve, tests::user, UserOptions};
     use crate::task_env::omp_threads;
-    use lama_engine::Layout;
+    use lama_engine::{CpuUnit, Layout};
 
     #[test]
     fn local_tasks_follow_global_rank() {

@@ -101,18 +101,32 @@ pub enum LoadError {
     },
 }
 
-fn builder() -> Result<TopologyBuilder, LoadError> {
-    // I/O objects are dropped by hwloc unless its filters keep them, also when it reads XML:
-    // keep the important ones (PCI devices with GPUs, NICs, ...; their OS devices).
+/// Whether a load keeps the machine's I/O objects (PCI devices, their GPUs and NICs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Io {
+    /// Keep the important ones: what GPU and NIC placement needs. Live discovery then scans
+    /// PCI and runs whichever vendor components hwloc has (CUDA, NVML, ROCm SMI, ...).
+    Keep,
+    /// Leave them out: the CPU levels only. Live discovery then reads no PCI device and loads
+    /// no vendor library; an XML file's I/O objects are skipped.
+    Skip,
+}
+
+fn builder(io: Io) -> Result<TopologyBuilder, LoadError> {
+    // I/O objects are dropped by hwloc unless its filters keep them, also when it reads XML.
+    let filter = match io {
+        Io::Keep => TypeFilter::KeepImportant,
+        Io::Skip => TypeFilter::KeepNone,
+    };
     TopologyBuilder::new()
         .with_flags(BuildFlags::INCLUDE_DISALLOWED)
         .map_err(|e| LoadError::Hwloc {
             action: "set topology flags",
             reason: e.to_string(),
         })?
-        .with_io_type_filter(TypeFilter::KeepImportant)
+        .with_io_type_filter(filter)
         .map_err(|e| LoadError::Hwloc {
-            action: "keep I/O objects",
+            action: "set the I/O object filter",
             reason: e.to_string(),
         })
 }
@@ -138,7 +152,13 @@ pub fn load(source: &Source) -> Result<Machine, LoadError> {
 /// process that discovered it (this one, for [`Source::Live`]): for callers that restrict the
 /// machine with CPUs of their own, such as a step's.
 pub fn load_whole(source: &Source) -> Result<Machine, LoadError> {
-    let (topology, name) = load_hwloc(source)?;
+    load_whole_with(source, Io::Keep)
+}
+
+/// [`load_whole`], keeping or skipping I/O objects: a caller that places by CPU only skips
+/// them, and its live discovery is spared the PCI scan and the vendor libraries.
+pub fn load_whole_with(source: &Source, io: Io) -> Result<Machine, LoadError> {
+    let (topology, name) = load_hwloc_with(source, io)?;
     convert(&topology, &name, None)
 }
 
@@ -235,8 +255,14 @@ pub fn xml_problem(text: &str) -> String {
     "the XML is well-formed but hwloc refused its content (an hwloc 1.x or 2.x export?)".to_string()
 }
 
-/// Loads the hwloc topology itself (for callers that also need hwloc, such as benchmarks).
+/// Loads the hwloc topology itself, I/O objects kept (for callers that also need hwloc, such
+/// as benchmarks).
 pub fn load_hwloc(source: &Source) -> Result<(Topology, String), LoadError> {
+    load_hwloc_with(source, Io::Keep)
+}
+
+/// [`load_hwloc`], keeping or skipping I/O objects.
+pub fn load_hwloc_with(source: &Source, io: Io) -> Result<(Topology, String), LoadError> {
     match source {
         Source::Xml(path) => {
             let shown = path.display().to_string();
@@ -250,7 +276,7 @@ pub fn load_hwloc(source: &Source) -> Result<(Topology, String), LoadError> {
                 path: shown.clone(),
                 why: xml_problem(&text),
             };
-            let t = builder()?
+            let t = builder(io)?
                 .from_xml(&text)
                 .map_err(|_| invalid())?
                 .build()
@@ -262,13 +288,13 @@ pub fn load_hwloc(source: &Source) -> Result<(Topology, String), LoadError> {
             Ok((t, name))
         }
         Source::Synthetic(desc) => {
-            let b = builder()?
+            let b = builder(io)?
                 .from_synthetic(desc)
                 .map_err(|_| LoadError::InvalidSynthetic(desc.clone()))?;
             Ok((build(b, "build a synthetic topology")?, desc.clone()))
         }
         Source::Live => {
-            let t = build(builder()?, "discover this host's topology")?;
+            let t = build(builder(io)?, "discover this host's topology")?;
             Ok((t, host_name()))
         }
     }
@@ -405,8 +431,23 @@ fn classify(osdev: &TopologyObject) -> Option<DeviceKind> {
     }
 }
 
+/// Whether a PCI device that no OS device describes is a GPU by its class and vendor alone:
+/// what a node whose hwloc has only its PCI component (no CUDA, NVML, ROCm SMI or Level Zero
+/// component, as Debian's) knows of its GPUs. A 3D controller (class 0x0302), a display
+/// controller of another kind (0x0380) or a processing accelerator (0x1200) from NVIDIA, AMD
+/// or Intel; a VGA controller (0x0300) from NVIDIA or AMD only, since Intel's is the
+/// processor's integrated graphics. A BMC's display adapter (ASPEED, Matrox) is never one.
+fn pci_gpu(class: u16, vendor: u16) -> bool {
+    match (class, vendor) {
+        (0x0302 | 0x0380 | 0x1200, 0x10de | 0x1002 | 0x8086) => true,
+        (0x0300, 0x10de | 0x1002) => true,
+        _ => false,
+    }
+}
+
 /// The GPUs and NICs of a topology, in PCI bus order: each PCI device with an OS device of
-/// either kind (a GPU when it has both), with its vendor, bus id, UUID and locality.
+/// either kind (a GPU when it has both), or without one a GPU by its class ([`pci_gpu`]), with
+/// its vendor, bus id, UUID and locality.
 fn devices(topology: &Topology) -> Vec<DeviceSpec> {
     let mut out = Vec::new();
     for pci in topology.pci_devices() {
@@ -418,7 +459,8 @@ fn devices(topology: &Topology) -> Vec<DeviceSpec> {
             .filter(|c| c.object_type() == ObjectType::OSDevice)
             .collect();
         let kinds: Vec<DeviceKind> = osdevs.iter().filter_map(|o| classify(o)).collect();
-        let kind = if kinds.contains(&DeviceKind::Gpu) {
+        let by_class = kinds.is_empty() && pci_gpu(attr.class_id(), attr.vendor_id());
+        let kind = if kinds.contains(&DeviceKind::Gpu) || by_class {
             DeviceKind::Gpu
         } else if kinds.contains(&DeviceKind::Nic) {
             DeviceKind::Nic
@@ -464,7 +506,7 @@ fn devices(topology: &Topology) -> Vec<DeviceSpec> {
                 uuid,
                 names: osdevs
                     .iter()
-                    .filter(|o| classify(o).is_some())
+                    .filter(|o| by_class || classify(o).is_some())
                     .filter_map(|o| o.name().map(|n| n.to_string_lossy().into_owned()))
                     .collect(),
                 pus_os,
@@ -720,5 +762,46 @@ mod device_tests {
         );
         // A machine without I/O objects has no devices.
         assert!(synth("pack:2 core:2 pu:1").devices().is_empty());
+    }
+
+    /// A node whose hwloc has only its PCI component: the GPUs have no CUDA or NVML OS device
+    /// (one has nvidia-drm's `card1`), and are known by class and vendor alone. By hand from
+    /// the XML: the NVIDIA 3D controllers (`pci_type="0302 [10de:...`) at 04:00.0 and 05:00.0
+    /// (Package 0, PU 0), 84:00.0 and 85:00.0 (Package 1, PU 1); the ASPEED VGA at 10:00.0
+    /// (with `card0`) and the Intel VGA at 00:02.0 are no GPUs; the NICs keep their names.
+    #[test]
+    fn gpus_by_pci_class_alone() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../lama-cli/tests/golden/stock-gpu-node.xml");
+        let m = load(&Source::Xml(path.clone())).unwrap();
+        assert_eq!(
+            table(&m),
+            [
+                "nic0 Intel 0000:01:00.0 eno1 - near Package L#0 cpus 0",
+                "gpu0 NVIDIA 0000:04:00.0  - near Package L#0 cpus 0",
+                "gpu1 NVIDIA 0000:05:00.0  - near Package L#0 cpus 0",
+                "nic1 Mellanox 0000:06:00.0 ib0,mlx5_0 - near Package L#0 cpus 0",
+                "gpu2 NVIDIA 0000:84:00.0  - near Package L#1 cpus 1",
+                "gpu3 NVIDIA 0000:85:00.0 card1 - near Package L#1 cpus 1",
+                "nic2 Mellanox 0000:86:00.0 ib1,mlx5_1 - near Package L#1 cpus 1",
+            ]
+        );
+        // Without I/O objects (a CPU step), no device at all.
+        let cpu_only = load_whole_with(&Source::Xml(path), Io::Skip).unwrap();
+        assert!(cpu_only.devices().is_empty());
+        assert_eq!(cpu_only.pus().len(), 2);
+    }
+
+    #[test]
+    fn pci_class_and_vendor_rules() {
+        assert!(pci_gpu(0x0302, 0x10de)); // NVIDIA 3D controller (A100, H100)
+        assert!(pci_gpu(0x0300, 0x10de)); // NVIDIA VGA (workstation cards)
+        assert!(pci_gpu(0x0380, 0x1002)); // AMD display controller (MI250X)
+        assert!(pci_gpu(0x1200, 0x1002)); // AMD processing accelerator (MI300)
+        assert!(pci_gpu(0x0380, 0x8086)); // Intel Data Center GPU Max
+        assert!(!pci_gpu(0x0300, 0x8086)); // Intel integrated graphics
+        assert!(!pci_gpu(0x0300, 0x1a03)); // ASPEED BMC
+        assert!(!pci_gpu(0x0300, 0x102b)); // Matrox BMC
+        assert!(!pci_gpu(0x0200, 0x10de)); // not a display class
     }
 }

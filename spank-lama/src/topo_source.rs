@@ -21,7 +21,7 @@
 
 use crate::config::SiteConfig;
 use lama_engine::{Bind, CpuList, DeviceKind, Layout, Level, Machine, Mppr};
-use lama_hwloc::{load_whole, LoadError, Source};
+use lama_hwloc::{load_whole_with, Io, LoadError, Source};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -67,7 +67,8 @@ fn from_file(
     needs: &[Level],
     gpus: bool,
 ) -> Result<Machine, String> {
-    let machine = load_whole(&Source::Xml(path.to_path_buf())).map_err(|e| e.to_string())?;
+    let machine =
+        load_whole_with(&Source::Xml(path.to_path_buf()), io(gpus)).map_err(|e| e.to_string())?;
     let pus = CpuList::from_cpus(machine.pus().iter().map(|p| p.os));
     if &pus != online {
         return Err(format!(
@@ -208,8 +209,18 @@ pub fn node_topology_live(
     gpus: bool,
 ) -> Result<Resolved, String> {
     node_topology_with(site, node, online, needs, gpus, || {
-        load_whole(&Source::Live)
+        load_whole_with(&Source::Live, io(gpus))
     })
+}
+
+/// I/O objects only for a step that places by GPU: a CPU step's live discovery scans no PCI
+/// device and loads no vendor library into slurmstepd.
+fn io(gpus: bool) -> Io {
+    if gpus {
+        Io::Keep
+    } else {
+        Io::Skip
+    }
 }
 
 #[cfg(test)]

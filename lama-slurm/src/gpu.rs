@@ -2,10 +2,15 @@
 //! request of a `g` layout from the option strings, Slurm's GPU indexes of a step, and the
 //! variables each task gets (docs/devices.md has the table).
 //!
-//! Slurm numbers a node's GPUs 0, 1, ... in the order of its GPU records; with `AutoDetect`
-//! or `File=/dev/nvidia[0-N]` on a node whose device minors follow the PCI bus (NVIDIA's
-//! default) that is PCI bus order, the order in which the topology numbers its GPUs. LAMA
-//! takes Slurm's GPU `k` to be the topology's `gpu<k>`.
+//! Slurm numbers a node's GPUs 0, 1, ... in the order of its GPU records, sorted by their
+//! `File=` in natural order and then, where `AutoDetect` gave them links, in the order NVML
+//! enumerates them, PCI bus order (`_sort_gpu_by_file`, `_sort_gpu_by_links_order` in
+//! `src/plugins/gres/gpu/gres_gpu.c`); `SLURM_STEP_GPUS` holds those indexes (a NIC's, the
+//! number in its file name: `gres_common.c`). With `AutoDetect`, or `File=/dev/nvidia[0-N]` on a
+//! node whose device minors follow the PCI bus (NVIDIA's default), that is PCI bus order, the
+//! order in which the topology numbers its GPUs, and LAMA takes Slurm's GPU `k` to be the
+//! topology's `gpu<k>`. Where Slurm writes UUIDs instead (`Flags=env_uuid`), each names its
+//! card and the order does not matter ([`step_gpus_by_uuid`]).
 
 use lama_engine::{
     is_gpu_bind, parse_gpu_layout, split_gpu_mppr, Bind, CpuUnit, Device, Diagnostic, GpuPlacement,
@@ -73,8 +78,14 @@ pub fn request(
     }))
 }
 
+/// What Slurm writes where gres.conf gives the GPUs no device file (`gres_common.c`).
+const NO_DEV_FILES: &str = "NoDevFiles";
+
 /// Slurm's GPU indexes (`SLURM_STEP_GPUS`, `0,2,5`), each once, in the order given.
 pub fn parse_indexes(text: &str) -> Result<Vec<u32>, String> {
+    if text.trim() == NO_DEV_FILES {
+        return Err(no_dev_files("SLURM_STEP_GPUS"));
+    }
     let mut out = Vec::new();
     for item in text.split(',') {
         let n: u32 = item.trim().parse().map_err(|_| {
@@ -86,6 +97,88 @@ pub fn parse_indexes(text: &str) -> Result<Vec<u32>, String> {
         out.push(n);
     }
     Ok(out)
+}
+
+fn no_dev_files(var: &str) -> String {
+    format!(
+        "Slurm names no device for the step's GPUs ({var}={NO_DEV_FILES}: gres.conf gives them \
+         no File=), so which GPUs the step holds is unknown: the admin names each GPU's device \
+         in gres.conf (File= or AutoDetect); until then use a layout without 'g'"
+    )
+}
+
+/// What the tokens of Slurm's value of a vendor variable (`CUDA_VISIBLE_DEVICES`, ...) name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VendorTokens {
+    /// GPU numbers: Slurm's indexes, or numbers from 0 under `ConstrainDevices=yes`.
+    Numbers,
+    /// GPU UUIDs (`GPU-…`: gres.conf `Flags=env_uuid`, Slurm 26.05), each naming its card.
+    Uuids,
+}
+
+/// What `tokens`, Slurm's value of `var`, name; an error with the reason for what LAMA cannot
+/// place by: MIG instances (Slurm numbers instances, not cards, and an instance's `MIG-…` UUID
+/// names no card the topology knows), `NoDevFiles`, or anything else.
+pub fn vendor_tokens(var: &str, tokens: &[String]) -> Result<VendorTokens, String> {
+    let all = tokens.join(",");
+    if tokens.iter().any(|t| t.starts_with("MIG-")) {
+        return Err(format!(
+            "the step's GPUs are MIG instances ({var}={all}): Slurm numbers the instances, not \
+             the cards, and an instance's UUID names no card of the node's topology, so LAMA \
+             cannot tell which card each instance is on; use a layout without 'g' (the CPU \
+             path, e.g. --lama-map=scbnh)"
+        ));
+    }
+    if tokens.iter().any(|t| t == NO_DEV_FILES) {
+        return Err(no_dev_files(var));
+    }
+    if tokens.iter().all(|t| t.parse::<u32>().is_ok()) {
+        return Ok(VendorTokens::Numbers);
+    }
+    if tokens.iter().all(|t| t.starts_with("GPU-") && t.len() > 4) {
+        return Ok(VendorTokens::Uuids);
+    }
+    let odd = tokens
+        .iter()
+        .find(|t| t.parse::<u32>().is_err() && !t.starts_with("GPU-"))
+        .map_or(all.as_str(), String::as_str);
+    Err(format!(
+        "{var}={all}: '{odd}' is neither a GPU number nor a GPU UUID (GPU-…), so LAMA cannot tell \
+         which GPUs the step holds; use a layout without 'g'"
+    ))
+}
+
+/// The topology's GPUs for Slurm's UUIDs (`uuids`, one per GPU of the step, in its order), or
+/// the first UUID the topology lacks. hwloc knows a GPU's UUID from its vendor component
+/// (NVML's `NVIDIAUUID`, ROCm SMI's `AMDUUID`); `None` when the topology knows no GPU's UUID
+/// (a node whose hwloc has only its PCI component), where only Slurm's indexes are left.
+pub fn step_gpus_by_uuid<'m>(
+    gpus: &[&'m Device],
+    uuids: &[String],
+) -> Option<Result<Vec<&'m Device>, String>> {
+    if gpus.iter().all(|d| d.uuid.is_none()) {
+        return None;
+    }
+    Some(
+        uuids
+            .iter()
+            .map(|u| {
+                gpus.iter()
+                    .copied()
+                    .find(|d| d.uuid.as_deref().is_some_and(|v| v.eq_ignore_ascii_case(u)))
+                    .ok_or_else(|| {
+                        format!(
+                            "Slurm gave the step GPU {u}, which is not in this node's topology \
+                             (its GPUs' UUIDs: {}); Slurm's GPU records and the topology disagree",
+                            gpus.iter()
+                                .filter_map(|d| d.uuid.as_deref())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })
+            })
+            .collect(),
+    )
 }
 
 /// The topology's GPUs for Slurm's indexes, or which index the topology lacks.
@@ -439,6 +532,77 @@ mod tests {
         assert_eq!(parse_indexes("0,2,5"), Ok(vec![0, 2, 5]));
         assert!(parse_indexes("0,0").unwrap_err().contains("twice"));
         assert!(parse_indexes("a").unwrap_err().contains("not a GPU index"));
+        // gres.conf without File=: Slurm writes NoDevFiles (gres_common.c).
+        let e = parse_indexes("NoDevFiles").unwrap_err();
+        assert!(
+            e.contains("gres.conf gives them no File=") && e.contains("without 'g'"),
+            "{e}"
+        );
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn vendor_tokens_numbers_uuids_and_what_cannot_be_placed() {
+        let var = "CUDA_VISIBLE_DEVICES";
+        assert_eq!(
+            vendor_tokens(var, &strings(&["0", "2"])),
+            Ok(VendorTokens::Numbers)
+        );
+        // gres.conf Flags=env_uuid (Slurm 26.05): the UUID form of NVIDIA's documentation.
+        let uuids = strings(&[
+            "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
+            "GPU-00000000-0000-4000-8000-000000000001",
+        ]);
+        assert_eq!(vendor_tokens(var, &uuids), Ok(VendorTokens::Uuids));
+        // MIG instances, in the new and the old UUID forms: refused with the reason.
+        for mig in [
+            "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",
+            "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0",
+        ] {
+            let e = vendor_tokens(var, &strings(&[mig])).unwrap_err();
+            assert!(e.contains("MIG instances") && e.contains(mig), "{e}");
+        }
+        let e = vendor_tokens(var, &strings(&["NoDevFiles"])).unwrap_err();
+        assert!(e.contains("CUDA_VISIBLE_DEVICES=NoDevFiles"), "{e}");
+        let e = vendor_tokens(var, &strings(&["0", "x1"])).unwrap_err();
+        assert!(e.contains("'x1' is neither"), "{e}");
+        // Numbers and UUIDs mixed: neither form.
+        assert!(vendor_tokens(var, &strings(&["0", &uuids[0]])).is_err());
+    }
+
+    #[test]
+    fn gpus_found_by_uuid_whatever_slurms_order() {
+        let gpu = |index: u32, uuid: Option<&str>| Device {
+            kind: lama_engine::DeviceKind::Gpu,
+            index,
+            vendor: "NVIDIA".into(),
+            bus_id: format!("0000:0{index}:00.0"),
+            uuid: uuid.map(String::from),
+            names: vec![],
+            pus: 0..1,
+            near: "Machine L#0".into(),
+        };
+        let a = gpu(0, Some("GPU-aaaa"));
+        let b = gpu(1, Some("GPU-BBBB"));
+        let all = [&a, &b];
+        // Slurm's order is its own; each UUID finds its card (case-insensitively).
+        let found = step_gpus_by_uuid(&all, &strings(&["GPU-bbbb", "GPU-aaaa"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.iter().map(|d| d.index).collect::<Vec<_>>(), [1, 0]);
+        let e = step_gpus_by_uuid(&all, &strings(&["GPU-cccc"]))
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            e.contains("GPU-cccc") && e.contains("GPU-aaaa, GPU-BBBB"),
+            "{e}"
+        );
+        // A topology that knows no UUID (hwloc with only its PCI component): indexes only.
+        let (c, d) = (gpu(0, None), gpu(1, None));
+        assert!(step_gpus_by_uuid(&[&c, &d], &strings(&["GPU-aaaa"])).is_none());
     }
 
     #[test]

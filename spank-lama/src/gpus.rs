@@ -14,7 +14,7 @@ use lama_engine::{
 };
 use lama_slurm::gpu::{
     gpus_per_task, group_notes, nic_variables, numbers_gpus_locally, parse_indexes, step_gpus,
-    task_variables, visible_variable, SlurmGpuBind,
+    step_gpus_by_uuid, task_variables, vendor_tokens, visible_variable, SlurmGpuBind, VendorTokens,
 };
 
 /// The GPUs of a step on this node, as Slurm gave them.
@@ -33,6 +33,9 @@ pub struct StepGpus {
     /// environment ([`lama_slurm::gpu::numbers_gpus_locally`]), so that a task cannot tell
     /// which GPU it holds; `Err` when that could not be found out.
     pub numbered_locally: Option<Result<bool, String>>,
+    /// Whether the vendor variable names the GPUs by UUID (gres.conf `Flags=env_uuid`), which
+    /// then finds each of them in the topology.
+    pub uuids: bool,
 }
 
 /// Reads the step's GPUs from its environment (`env`); `vendor` names the variable read.
@@ -51,11 +54,16 @@ pub fn read(
          srun --gpus-per-task=K, --gpus=N or --gres=gpu:N",
         )?;
     let slurm = parse_indexes(&list)?;
-    let tokens = env(visible_variable(vendor)).map(|v| {
+    let var = visible_variable(vendor);
+    let tokens = env(var).map(|v| {
         v.split(',')
             .map(|t| t.trim().to_string())
             .collect::<Vec<_>>()
     });
+    let uuids = match &tokens {
+        Some(t) => vendor_tokens(var, t)? == VendorTokens::Uuids,
+        None => false,
+    };
     let per_task = gpus_per_task(
         env("SLURM_GPUS_PER_TASK").as_deref(),
         env("SLURM_TRES_PER_TASK").as_deref(),
@@ -64,14 +72,17 @@ pub fn read(
         env("SLURM_TRES_BIND").as_deref(),
         env("SLURM_GPU_BIND").as_deref(),
     );
+    // UUIDs are the same however Slurm numbers the GPUs: only numbers can tell.
+    let numbers = tokens.as_deref().filter(|_| !uuids);
     let numbered_locally = matches!(binding, SlurmGpuBind::PerTask(_))
-        .then(|| numbered_locally(&slurm, tokens.as_deref(), env("SLURM_CONF"), file));
+        .then(|| numbered_locally(&slurm, numbers, env("SLURM_CONF"), file));
     Ok(StepGpus {
         slurm,
         tokens,
         per_task: per_task.unwrap_or(1),
         binding,
         numbered_locally,
+        uuids,
     })
 }
 
@@ -123,7 +134,14 @@ pub fn place_here(
         return Err("the request does not place by GPU".to_string());
     };
     let all = machine_gpus(machine);
-    let step = step_gpus(&all, &gpus.slurm)?;
+    let by_uuid = match &gpus.tokens {
+        Some(t) if gpus.uuids && t.len() == gpus.slurm.len() => step_gpus_by_uuid(&all, t),
+        _ => None,
+    };
+    let step = match by_uuid {
+        Some(found) => found?,
+        None => step_gpus(&all, &gpus.slurm)?,
+    };
     let mut by_rank: Vec<usize> = (0..globals.len()).collect();
     by_rank.sort_by_key(|&i| globals[i]);
     // `position[j]`: where the j-th GPU given to the engine is in SLURM_STEP_GPUS.
@@ -312,7 +330,7 @@ mod tests {
             }
             .into(),
             bus_id: bus.into(),
-            uuid: None,
+            uuid: (kind == DeviceKind::Gpu).then(|| format!("GPU-{bus}")),
             names: vec![name.into()],
             pus_os: pus.to_vec(),
             near: "Package".into(),
@@ -459,6 +477,76 @@ mod tests {
         assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("1,0"));
         assert_eq!(var(&tasks[1], "UCX_NET_DEVICES"), Some("mlx5_1:1"));
         assert_eq!(var(&tasks[0], "NCCL_IB_HCA"), Some("mlx5_0"));
+    }
+
+    #[test]
+    fn uuids_name_the_cards_whatever_slurms_order() {
+        // gres.conf Flags=env_uuid (Slurm 26.05): CUDA_VISIBLE_DEVICES names each GPU by UUID.
+        // A site whose File= order is not bus order: Slurm's GPU 0 is the card at 81:00.0
+        // (package 1, CPUs 2-3), its GPU 2 the card at 01:00.0 (package 0). LAMA deals the
+        // ranks to the cards in the order of their CPUs: rank 0 to 01:00.0, which by UUID is
+        // Slurm's GPU 2 (by index it would be taken for Slurm's GPU 0, whose UUID would then be
+        // put first, the far card).
+        let vars = [
+            ("SLURM_STEP_GPUS", "0,2"),
+            ("CUDA_VISIBLE_DEVICES", "GPU-0000:81:00.0,GPU-0000:01:00.0"),
+        ];
+        let gpus = read(env_of(&vars), "NVIDIA", no_files).unwrap();
+        assert!(gpus.uuids);
+        let (tasks, _) = place_here(
+            &node(),
+            &request("gcsbnh", None, false),
+            &gpus,
+            &[0, 1],
+            false,
+            StepCpus::default(),
+        )
+        .unwrap();
+        assert_eq!(tasks[0].cpus.to_string(), "0");
+        assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("2"));
+        assert_eq!(
+            var(&tasks[0], "CUDA_VISIBLE_DEVICES"),
+            Some("GPU-0000:01:00.0,GPU-0000:81:00.0")
+        );
+        assert_eq!(tasks[1].cpus.to_string(), "2");
+        assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
+        assert_eq!(
+            var(&tasks[1], "CUDA_VISIBLE_DEVICES"),
+            Some("GPU-0000:81:00.0,GPU-0000:01:00.0")
+        );
+        // Under per_task, UUIDs differ from SLURM_STEP_GPUS without being numbers from 0:
+        // the configuration decides, not the tokens.
+        let per_task = [
+            vars[0],
+            vars[1],
+            ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+            ("SLURM_CONF", "/etc/slurm/slurm.conf"),
+        ];
+        let gpus = read(env_of(&per_task), "NVIDIA", cgroup_tasks).unwrap();
+        assert_eq!(gpus.numbered_locally, Some(Ok(false)));
+        // A UUID the topology lacks is refused, naming it.
+        let gone = [vars[0], ("CUDA_VISIBLE_DEVICES", "GPU-x,GPU-0000:01:00.0")];
+        let gpus = read(env_of(&gone), "NVIDIA", no_files).unwrap();
+        let e = place_here(
+            &node(),
+            &request("gcsbnh", None, false),
+            &gpus,
+            &[0, 1],
+            false,
+            StepCpus::default(),
+        )
+        .unwrap_err();
+        assert!(e.contains("GPU-x"), "{e}");
+        // MIG instances are refused when the step is read, with the reason.
+        let mig = [
+            ("SLURM_STEP_GPUS", "0"),
+            (
+                "CUDA_VISIBLE_DEVICES",
+                "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",
+            ),
+        ];
+        let e = read(env_of(&mig), "NVIDIA", no_files).unwrap_err();
+        assert!(e.contains("MIG instances"), "{e}");
     }
 
     #[test]

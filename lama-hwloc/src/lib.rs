@@ -80,6 +80,16 @@ pub enum LoadError {
         /// Where the XML breaks ([`xml_problem`]), or that hwloc refused well-formed XML.
         why: String,
     },
+    /// A synthetic description of more PUs than LAMA reads.
+    #[error("hwloc synthetic topology '{desc}' has {pus} PUs, more than the {max} LAMA reads (hwloc builds a synthetic machine in a time that grows with the square of its size: 8,192 PUs take seconds, 16,384 more than ten); describe a smaller machine, or export the real one with `lama export`")]
+    SyntheticTooLarge {
+        /// The description.
+        desc: String,
+        /// Its PUs (the product of its counts).
+        pus: u128,
+        /// The most read.
+        max: u64,
+    },
     /// hwloc refused the synthetic description.
     #[error("invalid hwloc synthetic topology '{0}' (example: \"pack:2 core:6 pu:2\"; a path to an XML file or `host` also work)")]
     InvalidSynthetic(String),
@@ -181,6 +191,131 @@ pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// Most PUs of a synthetic description ([`LoadError::SyntheticTooLarge`]).
+pub const MAX_SYNTHETIC_PUS: u64 = 8192;
+
+/// Largest PU or NUMA node OS index read from XML: far above any machine's (Linux's
+/// `CONFIG_NR_CPUS` is at most 8,192), and hwloc's bitmaps grow with the index (an index of
+/// 2·10⁹ costs hundreds of MB before anything is refused).
+pub const MAX_OS_INDEX: u64 = 1 << 20;
+
+/// The PUs of a synthetic description: the product of its levels' counts (`pack:2 core:6
+/// pu:2` has 24). `None` where a count cannot be read, which hwloc then judges.
+fn synthetic_pus(desc: &str) -> Option<u128> {
+    let mut depth = 0usize;
+    let mut outer = String::new();
+    // Attributes in parentheses and memory children in brackets are not levels.
+    for c in desc.chars() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => outer.push(c),
+            _ => {}
+        }
+    }
+    let mut pus: u128 = 1;
+    for token in outer.split_whitespace() {
+        let (_, count) = token.split_once(':')?;
+        let n: u128 = count.parse().ok()?;
+        pus = pus.checked_mul(n)?;
+    }
+    Some(pus)
+}
+
+/// What in an XML text hwloc would read wrongly, slowly or not at all, checked before hwloc
+/// reads it: an export of hwloc 3 or later (which hwloc 2 refuses without saying why), a CPU or
+/// node set that is not an hwloc bitmap (`0xzz`: hwloc reads what it can and keeps going, so
+/// half the machine may vanish), and a PU or NUMA node OS index past [`MAX_OS_INDEX`]. Each
+/// with its line. One pass over the attributes.
+pub fn xml_content_problem(text: &str) -> Option<String> {
+    let line_at = |at: usize| text[..at].bytes().filter(|&b| b == b'\n').count() + 1;
+    if let Some(at) = text.find("<topology") {
+        let tag_end = text[at..].find('>').map_or(text.len(), |i| at + i);
+        let tag = &text[at..tag_end];
+        if let Some(v) = attribute(tag, "version") {
+            let major: u32 = v
+                .split('.')
+                .next()
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(0);
+            if major >= 3 {
+                return Some(format!(
+                    "line {}: it is an hwloc {v} export (<topology version=\"{v}\">), which \
+                     hwloc 2, the one LAMA is built with, cannot read; export the node with \
+                     hwloc 2 (`lstopo --of xml` of hwloc 2.x, or `lama export` on the node)",
+                    line_at(at)
+                ));
+            }
+        }
+    }
+    let mut rest = 0;
+    while let Some(lt) = text[rest..].find("<object").map(|i| rest + i) {
+        let end = text[lt..].find('>').map_or(text.len(), |i| lt + i);
+        let tag = &text[lt..end];
+        rest = end;
+        for name in [
+            "cpuset",
+            "complete_cpuset",
+            "allowed_cpuset",
+            "online_cpuset",
+            "nodeset",
+            "complete_nodeset",
+            "allowed_nodeset",
+        ] {
+            if let Some(v) = attribute(tag, name) {
+                if !is_bitmap(v) {
+                    return Some(format!(
+                        "line {}: {name}=\"{v}\" is not an hwloc bitmap (comma-separated \
+                         words of 0x and up to 8 hex digits)",
+                        line_at(lt)
+                    ));
+                }
+            }
+        }
+        let ty = attribute(tag, "type").unwrap_or("");
+        if ty == "PU" || ty == "NUMANode" {
+            if let Some(v) = attribute(tag, "os_index") {
+                if v.parse::<u64>().map_or(true, |n| n > MAX_OS_INDEX) {
+                    return Some(format!(
+                        "line {}: a {ty} with os_index=\"{v}\", where at most {MAX_OS_INDEX} \
+                         is read (no machine numbers its CPUs so far)",
+                        line_at(lt)
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The value of attribute `name` in an XML start tag, if there.
+fn attribute<'t>(tag: &'t str, name: &str) -> Option<&'t str> {
+    let mut from = 0;
+    while let Some(i) = tag[from..].find(name).map(|i| from + i) {
+        from = i + name.len();
+        let before_ok = tag[..i].ends_with(char::is_whitespace);
+        let after = &tag[from..];
+        if before_ok {
+            if let Some(v) = after.strip_prefix("=\"") {
+                return v.find('"').map(|e| &v[..e]);
+            }
+        }
+    }
+    None
+}
+
+/// Whether `v` is an hwloc bitmap as hwloc writes one: comma-separated words, each empty (a
+/// zero word), `0x` and 1 to 8 hex digits, or, first, `0xf...f` (infinitely many set bits).
+fn is_bitmap(v: &str) -> bool {
+    v.split(',').enumerate().all(|(i, w)| {
+        w.is_empty()
+            || (i == 0 && w == "0xf...f")
+            || w.strip_prefix("0x").is_some_and(|h| {
+                (1..=8).contains(&h.len()) && h.bytes().all(|b| b.is_ascii_hexdigit())
+            })
+    })
+}
+
 /// Where an XML text that hwloc refused breaks, for the error message: the first NUL byte, a
 /// closing tag that does not match, an unclosed tag or comment, or an end before every element
 /// is closed (a truncated file), each with its line; else that no `<topology>` element is there,
@@ -272,6 +407,9 @@ pub fn load_hwloc_with(source: &Source, io: Io) -> Result<(Topology, String), Lo
                 path: shown.clone(),
                 reason: e.to_string(),
             })?;
+            if let Some(why) = xml_content_problem(&text) {
+                return Err(LoadError::InvalidXml { path: shown, why });
+            }
             let invalid = || LoadError::InvalidXml {
                 path: shown.clone(),
                 why: xml_problem(&text),
@@ -288,6 +426,13 @@ pub fn load_hwloc_with(source: &Source, io: Io) -> Result<(Topology, String), Lo
             Ok((t, name))
         }
         Source::Synthetic(desc) => {
+            if let Some(pus) = synthetic_pus(desc).filter(|&p| p > MAX_SYNTHETIC_PUS.into()) {
+                return Err(LoadError::SyntheticTooLarge {
+                    desc: desc.clone(),
+                    pus,
+                    max: MAX_SYNTHETIC_PUS,
+                });
+            }
             let b = builder(io)?
                 .from_synthetic(desc)
                 .map_err(|_| LoadError::InvalidSynthetic(desc.clone()))?;
@@ -790,6 +935,56 @@ mod device_tests {
         let cpu_only = load_whole_with(&Source::Xml(path), Io::Skip).unwrap();
         assert!(cpu_only.devices().is_empty());
         assert_eq!(cpu_only.pus().len(), 2);
+    }
+
+    #[test]
+    fn damaged_input_is_judged_before_hwloc_reads_it() {
+        assert_eq!(synthetic_pus("pack:2 core:6 pu:2"), Some(24));
+        assert_eq!(
+            synthetic_pus("pack:2(indexes=0,1) [numa] core:4 pu:2"),
+            Some(16)
+        );
+        assert_eq!(synthetic_pus("pack:65536 pu:1"), Some(65536));
+        assert_eq!(synthetic_pus("pack:x"), None);
+        // What hwloc writes: empty (zero) words, the infinite prefix.
+        for ok in ["0x0000000f", "0xffffffff,,0x0", "0xf...f,0x00000001", "0x1"] {
+            assert!(is_bitmap(ok), "{ok}");
+        }
+        for bad in ["0xzz", "0x123456789", "ff", "0x", "0x1,0xf...f"] {
+            assert!(!is_bitmap(bad), "{bad}");
+        }
+        assert_eq!(
+            attribute(r#"<object type="PU" os_index="3""#, "os_index"),
+            Some("3")
+        );
+        assert_eq!(
+            attribute(r#"<object complete_cpuset="0x1" cpuset="0x2""#, "cpuset"),
+            Some("0x2")
+        );
+        let v2 = r#"<topology version="2.0"><object type="PU" os_index="1048576" cpuset="0x1"/>"#;
+        assert_eq!(xml_content_problem(v2), None);
+        let far = v2.replace("1048576", "1048577");
+        assert!(xml_content_problem(&far)
+            .unwrap()
+            .contains("os_index=\"1048577\""));
+        let v3 = v2.replace("2.0", "3.0");
+        assert!(xml_content_problem(&v3)
+            .unwrap()
+            .contains("an hwloc 3.0 export"));
+        // Every shared real machine passes.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/topologies");
+        for sub in ["", "io"] {
+            let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.extension().is_some_and(|x| x == "xml") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    assert_eq!(xml_content_problem(&text), None, "{}", p.display());
+                }
+            }
+        }
     }
 
     #[test]

@@ -6,14 +6,7 @@ use lama_engine::CpuList;
 /// `cpus`. Fails, without changing anything, on an empty list; the kernel refuses CPUs outside
 /// the task's cpuset with `EINVAL`.
 pub fn set_affinity(cpus: &CpuList) -> Result<(), String> {
-    let Some(&max) = cpus.cpus().last() else {
-        return Err("no CPU to bind to".to_string());
-    };
-    let bits = libc::c_ulong::BITS as usize;
-    let mut mask: Vec<libc::c_ulong> = vec![0; max as usize / bits + 1];
-    for &c in cpus.cpus() {
-        mask[c as usize / bits] |= 1 << (c as usize % bits);
-    }
+    let mask = cpu_mask(cpus).ok_or("no CPU to bind to")?;
     let size = std::mem::size_of_val(mask.as_slice());
     // SAFETY: `mask` is a live, initialised buffer of `size` bytes; the kernel reads at most
     // `size` bytes from it and treats it as a CPU bit mask (the layout of `cpu_set_t`, in
@@ -27,6 +20,19 @@ pub fn set_affinity(cpus: &CpuList) -> Result<(), String> {
             std::io::Error::last_os_error()
         ))
     }
+}
+
+/// The kernel's CPU mask (`cpu_set_t`'s layout, in unsigned longs) of `cpus`, as many words
+/// as its highest CPU needs (past 1,024 CPUs, `cpu_set_t` itself is too small); `None` when
+/// there is no CPU.
+fn cpu_mask(cpus: &CpuList) -> Option<Vec<libc::c_ulong>> {
+    let &max = cpus.cpus().last()?;
+    let bits = libc::c_ulong::BITS as usize;
+    let mut mask: Vec<libc::c_ulong> = vec![0; max as usize / bits + 1];
+    for &c in cpus.cpus() {
+        mask[c as usize / bits] |= 1 << (c as usize % bits);
+    }
+    Some(mask)
 }
 
 /// The calling process's CPU affinity.
@@ -110,4 +116,31 @@ pub fn set_membind(policy: lama_engine::Membind, nodes: &CpuList) -> Result<CpuL
         other => other.map(|()| nodes.clone()),
     };
     result.map_err(|e| format!("set_mempolicy({policy}, nodes {nodes}) failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CPUs past 1,023 on a 4,096-CPU node: the mask grows to the highest CPU, each CPU's bit
+    /// where the kernel reads it (word c / 64, bit c % 64 on 64-bit Linux), checked by hand.
+    #[test]
+    fn masks_past_1024_cpus() {
+        let cpus = CpuList::parse("1,1023-1024,4094-4095").unwrap();
+        let mask = cpu_mask(&cpus).unwrap();
+        let bits = libc::c_ulong::BITS as usize;
+        assert_eq!(mask.len(), 4096 / bits);
+        let set: Vec<usize> = (0..mask.len() * bits)
+            .filter(|&c| mask[c / bits] & (1 << (c % bits)) != 0)
+            .collect();
+        assert_eq!(set, [1, 1023, 1024, 4094, 4095]);
+        if bits == 64 {
+            assert_eq!(mask[0], 0b10);
+            assert_eq!(mask[15], 1 << 63);
+            assert_eq!(mask[16], 1);
+            assert_eq!(mask[63], 0b11 << 62);
+        }
+        assert!(cpu_mask(&CpuList::from_cpus(Vec::<u32>::new())).is_none());
+        assert!(set_affinity(&CpuList::from_cpus(Vec::<u32>::new())).is_err());
+    }
 }

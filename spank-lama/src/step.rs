@@ -315,8 +315,14 @@ fn slurm_node_name(spank: &SpankHandle) -> Result<String, String> {
 fn nth_node(list: &str, id: u32) -> Result<String, String> {
     let names = lama_slurm::hostlist::expand(list)?;
     names.get(id as usize).cloned().ok_or_else(|| {
+        // A job's node list can be hundreds of KB: named only when short.
+        let shown = if list.len() <= 200 {
+            format!(" ({list})")
+        } else {
+            String::new()
+        };
         format!(
-            "S_JOB_NODEID {id} is beyond the step's {} node(s) ({list})",
+            "S_JOB_NODEID {id} is beyond the step's {} node(s){shown}",
             names.len()
         )
     })
@@ -336,5 +342,19 @@ mod tests {
             "S_JOB_NODEID 3 is beyond the step's 3 node(s) (c[01-03])"
         );
         assert!(nth_node("c[01-", 0).is_err());
+    }
+
+    /// A step over 100,000 scattered nodes: its node list (about 700 KB) is within the
+    /// environment bound and each node finds its name.
+    #[test]
+    fn a_node_list_of_a_hundred_thousand_scattered_nodes() {
+        let ids: Vec<String> = (0..100_000).map(|i| format!("{:06}", 2 * i + 1)).collect();
+        let list = format!("nid[{}]", ids.join(","));
+        assert!(list.len() > 600_000);
+        let kept = crate::bounded::env_value(Some(list)).expect("within the bound");
+        assert_eq!(nth_node(&kept, 0).unwrap(), "nid000001");
+        assert_eq!(nth_node(&kept, 99_999).unwrap(), "nid199999");
+        let e = nth_node(&kept, 100_000).unwrap_err();
+        assert_eq!(e, "S_JOB_NODEID 100000 is beyond the step's 100000 node(s)");
     }
 }

@@ -390,6 +390,37 @@ pub fn xml_problem(text: &str) -> String {
     "the XML is well-formed but hwloc refused its content (an hwloc 1.x or 2.x export?)".to_string()
 }
 
+/// An XML text already read (from a descriptor whose owner was checked, say) as a machine with
+/// every PU available; `path` names it in errors and gives the machine its name.
+pub fn load_xml_text(text: &str, path: &Path, io: Io) -> Result<Machine, LoadError> {
+    let topology = xml_topology(text, &path.display().to_string(), io)?;
+    convert(&topology, &file_name(path), None)
+}
+
+fn xml_topology(text: &str, shown: &str, io: Io) -> Result<Topology, LoadError> {
+    if let Some(why) = xml_content_problem(text) {
+        return Err(LoadError::InvalidXml {
+            path: shown.to_string(),
+            why,
+        });
+    }
+    let invalid = || LoadError::InvalidXml {
+        path: shown.to_string(),
+        why: xml_problem(text),
+    };
+    builder(io)?
+        .from_xml(text)
+        .map_err(|_| invalid())?
+        .build()
+        .map_err(|_| invalid())
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
 /// Loads the hwloc topology itself, I/O objects kept (for callers that also need hwloc, such
 /// as benchmarks).
 pub fn load_hwloc(source: &Source) -> Result<(Topology, String), LoadError> {
@@ -407,23 +438,7 @@ pub fn load_hwloc_with(source: &Source, io: Io) -> Result<(Topology, String), Lo
                 path: shown.clone(),
                 reason: e.to_string(),
             })?;
-            if let Some(why) = xml_content_problem(&text) {
-                return Err(LoadError::InvalidXml { path: shown, why });
-            }
-            let invalid = || LoadError::InvalidXml {
-                path: shown.clone(),
-                why: xml_problem(&text),
-            };
-            let t = builder(io)?
-                .from_xml(&text)
-                .map_err(|_| invalid())?
-                .build()
-                .map_err(|_| invalid())?;
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or(shown);
-            Ok((t, name))
+            Ok((xml_topology(&text, &shown, io)?, file_name(path)))
         }
         Source::Synthetic(desc) => {
             if let Some(pus) = synthetic_pus(desc).filter(|&p| p > MAX_SYNTHETIC_PUS.into()) {

@@ -6,8 +6,9 @@
 //! exports the node's topology once, and steps read it with the same staleness check as
 //! Slurm's file ([`crate::topo_source`]).
 //!
-//! The file is written atomically: a temporary file in the same directory, synced, then
-//! renamed over the old one, so a step never reads half a file. Mode 0644: steps read it as
+//! The file is written atomically: a temporary file in the same directory (one a crashed
+//! writer of the same PID left is replaced), synced, then renamed over the old one, and the
+//! directory synced, so a step never reads half a file and a crash keeps the old or the new. Mode 0644: steps read it as
 //! root, and users may preview with it (`lama map --topology`). A failure is returned for the
 //! caller to log; slurmd starts anyway and steps fall back to the next source.
 //!
@@ -34,6 +35,9 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
         name.to_string_lossy(),
         std::process::id()
     ));
+    // A temporary file of the same name is left by a crashed writer whose PID this process
+    // now has: it is this writer's to replace (the directory is writable by its owner alone).
+    let _ = fs::remove_file(&tmp);
     let written = (|| {
         let mut file = OpenOptions::new()
             .write(true)
@@ -44,7 +48,13 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
         file.set_permissions(fs::Permissions::from_mode(0o644))?;
         file.write_all(contents)?;
         file.sync_all()?;
-        fs::rename(&tmp, path)
+        fs::rename(&tmp, path)?;
+        // The rename is durable once the directory is synced.
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        fs::File::open(dir)?.sync_all()
     })();
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -52,12 +62,14 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     written
 }
 
-/// Whether a topology cache may be read as the node's topology: the file (after symbolic
-/// links) is owned by root and writable by root alone, and its directory is writable by its
-/// owner alone. `Err` says which is not and why.
-pub fn trusted(path: &Path) -> Result<(), String> {
+/// A topology cache's text, if it may be read as the node's topology: the file (after
+/// symbolic links) is owned by root and writable by root alone, and its directory is writable
+/// by its owner alone. The file's owner and mode are those of the descriptor the text is read
+/// from (`fstat`), so the file cannot be swapped between the check and the read. `Err` says
+/// which rule fails and why.
+pub fn read_trusted(path: &Path) -> Result<String, String> {
+    use std::io::Read;
     let real = fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    owned_by_root_alone(&real, "", true)?;
     let mut dirs = vec![real.parent().map(Path::to_path_buf)];
     // A link's own directory counts too: whoever can write it can point the link elsewhere.
     if real.as_path() != path {
@@ -67,9 +79,23 @@ pub fn trusted(path: &Path) -> Result<(), String> {
         );
     }
     for dir in dirs.into_iter().flatten() {
-        owned_by_root_alone(&dir, "directory ", false)?;
+        let meta = fs::metadata(&dir).map_err(|e| format!("directory {}: {e}", dir.display()))?;
+        owned_by_root_alone(&meta, &dir, "directory ", false)?;
     }
-    Ok(())
+    let file = fs::File::open(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", real.display()))?;
+    owned_by_root_alone(&meta, &real, "", true)?;
+    let max = lama_hwloc::MAX_XML_BYTES;
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{}: {e}", real.display()))?;
+    if text.len() as u64 > max {
+        return Err(format!("{}: longer than {max} bytes", real.display()));
+    }
+    Ok(text)
 }
 
 /// Who must own a cache and its directory: root, which writes the cache when slurmd starts. (In
@@ -83,11 +109,15 @@ fn trusted_owner() -> u32 {
     }
 }
 
-/// `Ok` if `path` is writable by its owner alone and, with `root`, owned by root; `what` names
-/// it in the error.
-fn owned_by_root_alone(path: &Path, what: &str, root: bool) -> Result<(), String> {
+/// `Ok` if `meta` (of `path`) is writable by its owner alone and, with `root`, owned by root;
+/// `what` names it in the error.
+fn owned_by_root_alone(
+    meta: &fs::Metadata,
+    path: &Path,
+    what: &str,
+    root: bool,
+) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
-    let meta = fs::metadata(path).map_err(|e| format!("{what}{}: {e}", path.display()))?;
     let rule = "a topology cache must be owned by root and writable by root alone, in a \
                 directory writable by its owner alone (topology_cache= can name a file in such \
                 a directory)";
@@ -125,7 +155,9 @@ pub fn export(
 ) -> Result<Exported, String> {
     let start = std::time::Instant::now();
     if let Some(dir) = path.parent().filter(|d| d.is_dir()) {
-        owned_by_root_alone(dir, "directory ", false)
+        fs::metadata(dir)
+            .map_err(|e| format!("directory {}: {e}", dir.display()))
+            .and_then(|meta| owned_by_root_alone(&meta, dir, "directory ", false))
             .map_err(|e| format!("not written, steps would not trust it: {e}"))?;
     }
     let text = xml().map_err(|e| format!("cannot discover this node's topology: {e}"))?;
@@ -190,6 +222,19 @@ mod tests {
     }
 
     #[test]
+    fn a_temporary_file_left_by_a_crash_under_this_pid_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lama_topology.xml");
+        let stale = dir
+            .path()
+            .join(format!(".lama_topology.xml.{}.tmp", std::process::id()));
+        std::fs::write(&stale, "half a file").unwrap();
+        write_atomically(&path, b"<topology/>").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "<topology/>");
+        assert!(!stale.exists());
+    }
+
+    #[test]
     fn a_cache_is_trusted_only_if_root_alone_can_write_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lama_topology.xml");
@@ -199,9 +244,9 @@ mod tests {
         std::fs::write(&path, "x").unwrap();
         mode(&path, 0o644);
         mode(dir.path(), 0o755);
-        trusted(&path).unwrap();
+        assert_eq!(read_trusted(&path).unwrap(), "x");
         mode(&path, 0o664);
-        let e = trusted(&path).unwrap_err();
+        let e = read_trusted(&path).unwrap_err();
         assert!(
             e.contains("is writable by group or others (mode 0664)"),
             "{e}"
@@ -212,7 +257,7 @@ mod tests {
         );
         mode(&path, 0o644);
         mode(dir.path(), 0o1777);
-        let e = trusted(&path).unwrap_err();
+        let e = read_trusted(&path).unwrap_err();
         assert!(e.contains("directory") && e.contains("(mode 1777)"), "{e}");
         // slurmd does not write a cache into a directory others can write: steps would refuse it.
         let e = export(&path, || Ok("<topology/>".into())).unwrap_err();
@@ -226,19 +271,19 @@ mod tests {
         mode(&target, 0o644);
         let link = dir.path().join("link.xml");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let e = trusted(&link).unwrap_err();
+        let e = read_trusted(&link).unwrap_err();
         assert!(e.contains("(mode 0777)"), "{e}");
         // A directory owned by the account Slurm runs its spool as (slurm on Debian), writable by
         // it alone, holds a trusted cache; the file itself must be root's.
         if std::os::unix::fs::chown(dir.path(), Some(65534), None).is_ok() {
             mode(dir.path(), 0o755);
-            trusted(&path).unwrap();
+            read_trusted(&path).unwrap();
         }
         if std::os::unix::fs::chown(&path, Some(65534), None).is_ok() {
-            let e = trusted(&path).unwrap_err();
+            let e = read_trusted(&path).unwrap_err();
             assert!(e.contains("is owned by uid 65534"), "{e}");
         }
-        let e = trusted(&dir.path().join("absent.xml")).unwrap_err();
+        let e = read_trusted(&dir.path().join("absent.xml")).unwrap_err();
         assert!(e.contains("No such file"), "{e}");
     }
 }

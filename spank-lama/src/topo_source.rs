@@ -21,7 +21,7 @@
 
 use crate::config::SiteConfig;
 use lama_engine::{Bind, CpuList, DeviceKind, Layout, Level, Machine, Mppr};
-use lama_hwloc::{load_whole_with, Io, LoadError, Source};
+use lama_hwloc::{load_whole_with, load_xml_text, Io, LoadError, Source};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -69,6 +69,30 @@ fn from_file(
 ) -> Result<Machine, String> {
     let machine =
         load_whole_with(&Source::Xml(path.to_path_buf()), io(gpus)).map_err(|e| e.to_string())?;
+    checked(machine, path, online, needs, gpus)
+}
+
+/// [`from_file`] for a text already read (a cache, from the descriptor its owner was checked
+/// on).
+fn from_text(
+    path: &Path,
+    text: &str,
+    online: &CpuList,
+    needs: &[Level],
+    gpus: bool,
+) -> Result<Machine, String> {
+    let machine = load_xml_text(text, path, io(gpus)).map_err(|e| e.to_string())?;
+    checked(machine, path, online, needs, gpus)
+}
+
+/// `machine`, read from `path`, if it describes this node and has what the step needs.
+fn checked(
+    machine: Machine,
+    path: &Path,
+    online: &CpuList,
+    needs: &[Level],
+    gpus: bool,
+) -> Result<Machine, String> {
     let pus = CpuList::from_cpus(machine.pus().iter().map(|p| p.os));
     if &pus != online {
         return Err(format!(
@@ -180,7 +204,9 @@ pub fn node_topology_with(
             skipped.push(format!("{what}: {} does not exist", path.display()));
             continue;
         }
-        match crate::topo_cache::trusted(path).and_then(|()| from_file(path, online, needs, gpus)) {
+        match crate::topo_cache::read_trusted(path)
+            .and_then(|text| from_text(path, &text, online, needs, gpus))
+        {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,

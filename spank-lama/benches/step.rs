@@ -9,7 +9,7 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use hwlocality::topology::builder::{BuildFlags, TopologyBuilder};
 use lama_engine::{CpuList, Machine};
-use lama_hwloc::{load, Source};
+use lama_hwloc::{load, load_whole_with, Io, Source};
 use spank_lama::bind::{get_affinity, set_affinity};
 use spank_lama::config::SiteConfig;
 use spank_lama::placement::{self, StepCpus};
@@ -110,11 +110,19 @@ fn per_step(c: &mut Criterion) {
     std::fs::create_dir_all(&dir).unwrap();
     let xml = dir.join("host.xml");
     std::fs::write(&xml, lama_hwloc::export_xml(&Source::Live).unwrap()).unwrap();
+    // What a step placed by GPU discovers (I/O objects kept) against a CPU step (none kept:
+    // no PCI scan, no vendor library), both with every PU available as the plugin loads them.
     g.bench_function("host/live-discovery", |b| {
-        b.iter(|| load(&Source::Live).unwrap())
+        b.iter(|| load_whole_with(&Source::Live, Io::Keep).unwrap())
+    });
+    g.bench_function("host/live-discovery-without-io", |b| {
+        b.iter(|| load_whole_with(&Source::Live, Io::Skip).unwrap())
     });
     g.bench_function("host/xml-load", |b| {
         b.iter(|| load(&Source::Xml(xml.clone())).unwrap())
+    });
+    g.bench_function("host/xml-load-without-io", |b| {
+        b.iter(|| load_whole_with(&Source::Xml(xml.clone()), Io::Skip).unwrap())
     });
     g.finish();
     let _ = std::fs::remove_dir_all(&dir);

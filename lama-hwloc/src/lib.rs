@@ -598,11 +598,10 @@ fn classify(osdev: &TopologyObject) -> Option<DeviceKind> {
 /// or Intel; a VGA controller (0x0300) from NVIDIA or AMD only, since Intel's is the
 /// processor's integrated graphics. A BMC's display adapter (ASPEED, Matrox) is never one.
 fn pci_gpu(class: u16, vendor: u16) -> bool {
-    match (class, vendor) {
-        (0x0302 | 0x0380 | 0x1200, 0x10de | 0x1002 | 0x8086) => true,
-        (0x0300, 0x10de | 0x1002) => true,
-        _ => false,
-    }
+    matches!(
+        (class, vendor),
+        (0x0302 | 0x0380 | 0x1200, 0x10de | 0x1002 | 0x8086) | (0x0300, 0x10de | 0x1002)
+    )
 }
 
 /// The GPUs and NICs of a topology, in PCI bus order: each PCI device with an OS device of

@@ -440,6 +440,21 @@ mod tests {
         resolve(&user, &SiteConfig::default()).unwrap().unwrap()
     }
 
+    /// Ranks 0 and 1 of `layout` on [`node`], by default binding.
+    fn two_tasks(
+        layout: &str,
+        gpus: &StepGpus,
+    ) -> Result<(Vec<TaskPlacement>, Vec<String>), String> {
+        place_here(
+            &node(),
+            &request(layout, None, false),
+            gpus,
+            &[0, 1],
+            false,
+            StepCpus::default(),
+        )
+    }
+
     fn var<'a>(t: &'a TaskPlacement, name: &str) -> Option<&'a str> {
         t.devices
             .iter()
@@ -493,15 +508,7 @@ mod tests {
         ];
         let gpus = read(env_of(&vars), "NVIDIA", no_files).unwrap();
         assert!(gpus.uuids);
-        let (tasks, _) = place_here(
-            &node(),
-            &request("gcsbnh", None, false),
-            &gpus,
-            &[0, 1],
-            false,
-            StepCpus::default(),
-        )
-        .unwrap();
+        let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
         assert_eq!(tasks[0].cpus.to_string(), "0");
         assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("2"));
         assert_eq!(
@@ -527,15 +534,7 @@ mod tests {
         // A UUID the topology lacks is refused, naming it.
         let gone = [vars[0], ("CUDA_VISIBLE_DEVICES", "GPU-x,GPU-0000:01:00.0")];
         let gpus = read(env_of(&gone), "NVIDIA", no_files).unwrap();
-        let e = place_here(
-            &node(),
-            &request("gcsbnh", None, false),
-            &gpus,
-            &[0, 1],
-            false,
-            StepCpus::default(),
-        )
-        .unwrap_err();
+        let e = two_tasks("gcsbnh", &gpus).unwrap_err();
         assert!(e.contains("GPU-x"), "{e}");
         // MIG instances are refused when the step is read, with the reason.
         let mig = [
@@ -628,15 +627,7 @@ mod tests {
         let mut closest = vars;
         closest[3] = ("SLURM_TRES_BIND", "gres/gpu:closest");
         let gpus = read(env_of(&closest), "NVIDIA", cgroup_tasks).unwrap();
-        let e = place_here(
-            &node(),
-            &request("g", None, false),
-            &gpus,
-            &[0, 1],
-            false,
-            StepCpus::default(),
-        )
-        .unwrap_err();
+        let e = two_tasks("g", &gpus).unwrap_err();
         assert!(
             e.contains("--gpu-bind=closest") && e.contains("--gpu-bind=none"),
             "{e}"

@@ -177,11 +177,14 @@ pub const MAX_XML_BYTES: u64 = 64 << 20;
 
 /// Reads a text file of at most `max` bytes; a longer one is an error that says so.
 pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
+    read_bounded_from(std::fs::File::open(path)?, max)
+}
+
+/// [`read_bounded`] from a file already open (one whose owner was checked on the descriptor).
+pub fn read_bounded_from(file: impl std::io::Read, max: u64) -> std::io::Result<String> {
     use std::io::Read;
     let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(max + 1)
-        .read_to_string(&mut text)?;
+    file.take(max + 1).read_to_string(&mut text)?;
     if text.len() as u64 > max {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -228,7 +231,7 @@ fn synthetic_pus(desc: &str) -> Option<u128> {
 /// half the machine may vanish), and a PU or NUMA node OS index past [`MAX_OS_INDEX`]. Each
 /// with its line. One pass over the attributes.
 pub fn xml_content_problem(text: &str) -> Option<String> {
-    let line_at = |at: usize| text[..at].bytes().filter(|&b| b == b'\n').count() + 1;
+    let line_at = |at: usize| line_of(text, at);
     if let Some(at) = text.find("<topology") {
         let tag_end = text[at..].find('>').map_or(text.len(), |i| at + i);
         let tag = &text[at..tag_end];
@@ -288,6 +291,11 @@ pub fn xml_content_problem(text: &str) -> Option<String> {
     None
 }
 
+/// The line (from 1) of byte `at` of `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
 /// The value of attribute `name` in an XML start tag, if there.
 fn attribute<'t>(tag: &'t str, name: &str) -> Option<&'t str> {
     let mut from = 0;
@@ -321,7 +329,7 @@ fn is_bitmap(v: &str) -> bool {
 /// is closed (a truncated file), each with its line; else that no `<topology>` element is there,
 /// or that the XML is well-formed and hwloc refused its content.
 pub fn xml_problem(text: &str) -> String {
-    let line_at = |at: usize| text[..at].bytes().filter(|&b| b == b'\n').count() + 1;
+    let line_at = |at: usize| line_of(text, at);
     if let Some(at) = text.find('\0') {
         return format!("line {}: a NUL byte", line_at(at));
     }

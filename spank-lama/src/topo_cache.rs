@@ -68,7 +68,6 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// from (`fstat`), so the file cannot be swapped between the check and the read. `Err` says
 /// which rule fails and why.
 pub fn read_trusted(path: &Path) -> Result<String, String> {
-    use std::io::Read;
     let real = fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut dirs = vec![real.parent().map(Path::to_path_buf)];
     // A link's own directory counts too: whoever can write it can point the link elsewhere.
@@ -87,15 +86,8 @@ pub fn read_trusted(path: &Path) -> Result<String, String> {
         .metadata()
         .map_err(|e| format!("{}: {e}", real.display()))?;
     owned_by_root_alone(&meta, &real, "", true)?;
-    let max = lama_hwloc::MAX_XML_BYTES;
-    let mut text = String::new();
-    file.take(max + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("{}: {e}", real.display()))?;
-    if text.len() as u64 > max {
-        return Err(format!("{}: longer than {max} bytes", real.display()));
-    }
-    Ok(text)
+    lama_hwloc::read_bounded_from(file, lama_hwloc::MAX_XML_BYTES)
+        .map_err(|e| format!("{}: {e}", real.display()))
 }
 
 /// Who must own a cache and its directory: root, which writes the cache when slurmd starts. (In

@@ -59,13 +59,9 @@ fn lama_variables(
     membind: Membind,
     args: &MapArgs,
 ) -> Vec<(&'static str, String)> {
-    let (layout, bind) = (req.layout_text(), req.bind_text());
-    let (mppr, order) = (req.mppr.to_string(), req.order.to_string());
+    let labels = task_env::Labels::new(req.layout_text(), req.bind_text(), &req.mppr, req.order);
     let asked = task_env::Asked {
-        layout: &layout,
-        bind: &bind,
-        mppr: &mppr,
-        order: &order,
+        labels: &labels,
         bound: req.bind != Some(Bind::None),
         membind,
         omp: args.omp.then_some((req.cpus_per_task, req.cpu_unit)),

@@ -940,19 +940,11 @@ impl EnvPreview {
         let m = p.nodes()[info.node as usize];
         let req = p.request();
         let bound = req.bind != Bind::None;
-        let (layout, bind, mppr, order) = (
-            req.layout.to_string(),
-            req.bind.to_string(),
-            req.mppr.to_string(),
-            req.order.to_string(),
-        );
+        let labels = task_env::Labels::new(&req.layout, req.bind, &req.mppr, req.order);
         task_env::placed_variables(
             m,
             &task_env::Asked {
-                layout: &layout,
-                bind: &bind,
-                mppr: &mppr,
-                order: &order,
+                labels: &labels,
                 bound,
                 membind: self.membind,
                 omp: self.omp,

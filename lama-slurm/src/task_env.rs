@@ -4,17 +4,41 @@
 
 use lama_engine::{CpuList, CpuUnit, Machine, Membind};
 
+/// The request as the user writes it, the same for every task of a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labels {
+    /// The layout as the user wrote it (`LAMA_LAYOUT`).
+    pub layout: String,
+    /// The binding in force as the user writes it (`LAMA_BIND`).
+    pub bind: String,
+    /// The MPPR limits (`LAMA_MPPR`).
+    pub mppr: String,
+    /// The rank ordering (`LAMA_ORDER`).
+    pub order: String,
+}
+
+impl Labels {
+    /// The labels of a request's layout, binding, MPPR limits and ordering.
+    pub fn new(
+        layout: impl std::fmt::Display,
+        bind: impl std::fmt::Display,
+        mppr: impl std::fmt::Display,
+        order: impl std::fmt::Display,
+    ) -> Labels {
+        Labels {
+            layout: layout.to_string(),
+            bind: bind.to_string(),
+            mppr: mppr.to_string(),
+            order: order.to_string(),
+        }
+    }
+}
+
 /// What one task's variables are made of.
 #[derive(Debug, Clone, Copy)]
 pub struct TaskEnv<'a> {
-    /// The layout as the user wrote it (`LAMA_LAYOUT`).
-    pub layout: &'a str,
-    /// The binding in force as the user writes it (`LAMA_BIND`).
-    pub bind: &'a str,
-    /// The MPPR limits (`LAMA_MPPR`).
-    pub mppr: &'a str,
-    /// The rank ordering (`LAMA_ORDER`).
-    pub order: &'a str,
+    /// `LAMA_LAYOUT`, `LAMA_BIND`, `LAMA_MPPR`, `LAMA_ORDER`.
+    pub labels: &'a Labels,
     /// The CPUs the task is bound to, OS indexes (`LAMA_CPUS`; empty without binding).
     pub cpus: &'a CpuList,
     /// The mapped PU, OS and logical index (`LAMA_PU`, `LAMA_PU_LOGICAL`).
@@ -31,10 +55,10 @@ pub struct TaskEnv<'a> {
 /// [`omp_threads`]).
 pub fn variables(t: &TaskEnv<'_>) -> Vec<(&'static str, String)> {
     let mut env = vec![
-        ("LAMA_LAYOUT", t.layout.to_string()),
-        ("LAMA_BIND", t.bind.to_string()),
-        ("LAMA_MPPR", t.mppr.to_string()),
-        ("LAMA_ORDER", t.order.to_string()),
+        ("LAMA_LAYOUT", t.labels.layout.clone()),
+        ("LAMA_BIND", t.labels.bind.clone()),
+        ("LAMA_MPPR", t.labels.mppr.clone()),
+        ("LAMA_ORDER", t.labels.order.clone()),
         ("LAMA_CPUS", t.cpus.to_string()),
         ("LAMA_PU", t.pu.0.to_string()),
         ("LAMA_PU_LOGICAL", t.pu.1.to_string()),
@@ -63,14 +87,8 @@ pub fn omp_threads(cpus_per_task: u32, place_count: usize) -> usize {
 /// What a task was asked for besides its CPUs, for [`placed_variables`].
 #[derive(Debug, Clone, Copy)]
 pub struct Asked<'a> {
-    /// The layout as the user wrote it.
-    pub layout: &'a str,
-    /// The binding in force as the user writes it.
-    pub bind: &'a str,
-    /// The MPPR limits.
-    pub mppr: &'a str,
-    /// The rank ordering.
-    pub order: &'a str,
+    /// The request as the user writes it.
+    pub labels: &'a Labels,
     /// Whether the task is bound at all.
     pub bound: bool,
     /// The memory binding asked for.
@@ -101,10 +119,7 @@ pub fn placed_variables(
     };
     let place_list = places.as_deref().map(omp_place_list);
     let mut env = variables(&TaskEnv {
-        layout: asked.layout,
-        bind: asked.bind,
-        mppr: asked.mppr,
-        order: asked.order,
+        labels: asked.labels,
         cpus,
         pu,
         mems: (asked.membind != Membind::None && asked.bound && !mems.is_empty())
@@ -178,11 +193,9 @@ mod tests {
     fn variables_follow_the_binding_and_memory() {
         let cpus = CpuList::from_cpus([4, 5]);
         let mems = CpuList::from_cpus([1]);
+        let labels = Labels::new("scbnh", "1c", "none", "n");
         let mut t = TaskEnv {
-            layout: "scbnh",
-            bind: "1c",
-            mppr: "none",
-            order: "n",
+            labels: &labels,
             cpus: &cpus,
             pu: (4, 2),
             mems: None,

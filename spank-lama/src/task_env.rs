@@ -4,7 +4,7 @@
 use crate::placement::{StepCpus, TaskPlacement};
 use crate::request::StepRequest;
 use lama_engine::{Bind, CpuList, Membind};
-use lama_slurm::task_env::TaskEnv;
+use lama_slurm::task_env::{Labels, TaskEnv};
 
 /// The CPU set as a hexadecimal mask, as Slurm's `cpu-bind` lines print it.
 pub fn hex_mask(cpus: &CpuList) -> String {
@@ -81,18 +81,15 @@ pub fn memory_binding(plan: &StepRequest, task: &TaskPlacement) -> Option<(Membi
 /// binding, `OMP_PLACES` and `OMP_PROC_BIND=close` (the plugin also sets `OMP_NUM_THREADS` when
 /// the job does not set it).
 pub fn task_environment(plan: &StepRequest, task: &TaskPlacement) -> Vec<(&'static str, String)> {
-    let (layout, bind, mppr, order) = (
+    let labels = Labels::new(
         plan.layout_text(),
         plan.binding_text(),
-        plan.mppr.to_string(),
-        plan.order.to_string(),
+        &plan.mppr,
+        plan.order,
     );
     let mems = memory_binding(plan, task);
     lama_slurm::task_env::variables(&TaskEnv {
-        layout: &layout,
-        bind: &bind,
-        mppr: &mppr,
-        order: &order,
+        labels: &labels,
         cpus: &task.cpus,
         pu: (task.pu_os, task.pu_logical),
         mems: mems.as_ref().map(|(policy, m)| (*policy, m)),

@@ -123,6 +123,27 @@ predict() {
     done
 }
 
+# What one `lama map` over the step's nodes previews for the last run, given the srun options'
+# lama spelling: every node's topology in Slurm's node order (the hosts of the report, sorted),
+# -n from the report, as "host:cpus" per rank like actual_cpus. Unlike predict, lama map itself
+# deals the ranks to the nodes. PREVIEW-FAILED (never a CPU list) when it cannot.
+# preview LAMA-MAP-ARGS...
+preview() {
+    [ -s "$work/out" ] || { fail "preview: the step printed no task report"; echo PREVIEW-FAILED; return 1; }
+    local hosts=() topo=() h json np
+    mapfile -t hosts < <(awk '{ print $2 }' "$work/out" | sort -uV)
+    for h in "${hosts[@]}"; do topo+=(--topology "$work/$h.xml"); done
+    np=$(wc -l < "$work/out")
+    json=$("$lama" map "${topo[@]}" --np "$np" --node-names "$(IFS=,; echo "${hosts[*]}")" "$@" --json) \
+        || { fail "preview: lama map failed"; echo PREVIEW-FAILED; return 1; }
+    echo "$json" | jq -er '[.nodes[].name] as $n | [.processes | sort_by(.rank)[]
+            | "\($n[.node]):\(.cpus | map(tostring) | join(","))"] | select(length > 0) | join(" ")' \
+        | awk '{ for (i = 1; i <= NF; i++) { split($i, a, ":"); n = split(a[2], c, ","); out = ""; s = c[1]; e = c[1]
+                 for (k = 2; k <= n; k++) { if (c[k] == e + 1) { e = c[k] } else { out = out (s == e ? s : s "-" e) ","; s = c[k]; e = c[k] } }
+                 printf "%s%s:%s%s", (i > 1 ? " " : ""), a[1], out, (s == e ? s : s "-" e) } }' \
+        || { fail "preview: lama map gave no processes"; echo PREVIEW-FAILED; return 1; }
+}
+
 job_state() { as_user squeue -h -j "$1" -o %T 2>/dev/null; }
 job_running() { [ "$(job_state "$1")" == RUNNING ]; }
 job_gone() { [ -z "$(job_state "$1")" ]; }

@@ -2,14 +2,14 @@
 //! with tasks split over the nodes as `srun -N -n` does by default (docs/devices.md).
 
 use crate::{
-    node_list, nodes_and_names, print, print_human, rank_split, Failure, JsonDevice,
+    cpu_unit, lama_order, nodes_of, print, print_human, rank_split, Failure, JsonDevice,
     JsonGpuRequest, JsonNode, JsonProcess, JsonRequest, MapArgs,
 };
 use lama_engine::{
     gpu_name, numa_nodes, place_by_gpu_ranked, render, Bind, Device, DeviceKind, GpuError,
     GpuRequest, GpuTask, Machine, Membind,
 };
-use lama_slurm::distribution::{count_list, Distribution};
+use lama_slurm::distribution::count_list;
 use lama_slurm::gpu::{
     group_notes, nic_variables, parse_indexes, step_gpus, task_variables, SlurmGpuBind,
 };
@@ -94,8 +94,16 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         }
     }
     let req = &req;
-    let (machines, names) = nodes_and_names(args)?;
-    let nodes = node_list(&machines, args.nodes);
+    if lama_order(args) {
+        return Err(Failure::Usage(
+            "-d arbitrary with a layout led by 'g': the plugin places GPU tasks node by node, \
+             so preview srun's own -m block, cyclic or plane=P"
+                .into(),
+        ));
+    }
+    let all_nodes = nodes_of(args)?;
+    let names = all_nodes.names.clone();
+    let nodes = all_nodes.list();
     let wanted = args
         .gpus
         .as_deref()
@@ -104,9 +112,9 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         .map_err(|e| Failure::Usage(format!("--gpus: {e}")))?;
     // srun deals the ranks to the nodes (block unless --distribution says otherwise); each
     // node places its own, in ascending rank order.
-    let ranks = match rank_split(args, &nodes)? {
+    let ranks = match rank_split(args, &nodes, cpu_unit(args))? {
         Some(split) => split.ranks,
-        None => Distribution::Block.ranks(&Distribution::Block.counts(nodes.len(), args.np)),
+        None => vec![(0..args.np).collect()],
     };
     let counts: Vec<u32> = ranks.iter().map(|r| r.len() as u32).collect();
     let mut text = format!(

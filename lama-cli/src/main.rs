@@ -160,8 +160,9 @@ struct MapArgs {
     /// process, and as "mems" in --json.
     #[arg(long, value_name = "local|preferred|none", default_value = "none")]
     membind: String,
-    /// Write a SLURM_HOSTFILE (one node name per rank) that makes `srun -m arbitrary` put
-    /// every rank on the node this placement puts it on. Needs --node-names.
+    /// With -d arbitrary: write the SLURM_HOSTFILE (one node name per rank) that makes
+    /// `srun -m arbitrary` put every rank on the node this placement puts it on. Needs
+    /// --node-names.
     #[arg(long, value_name = "FILE", requires = "node_names")]
     hostfile: Option<std::path::PathBuf>,
     /// The nodes' names, in --topology order, as a Slurm hostlist (node[1-3]).
@@ -182,15 +183,20 @@ struct MapArgs {
     /// Print only this node's table (0 is the first node).
     #[arg(long, value_name = "INDEX", conflicts_with = "json")]
     node: Option<u32>,
-    /// Preview what srun and the plugin do: srun deals the ranks to the nodes by this
-    /// distribution (block, cyclic, plane=P), then each node places its own ranks by the layout.
-    /// Without it (and without --tasks-per-node), the layout itself spreads ranks over nodes.
-    #[arg(long, short = 'd', value_name = "block|cyclic|plane=P")]
+    /// How srun deals the ranks to the nodes, as srun's -m: block (srun's default), cyclic or
+    /// plane=P; each node then places its own ranks by the layout, as the plugin does. Or
+    /// arbitrary: LAMA's own order across nodes (the layout spreads the ranks over the nodes),
+    /// which only `srun -m arbitrary` with the SLURM_HOSTFILE --hostfile writes reproduces.
+    /// [default: block]
+    #[arg(long, short = 'd', value_name = "block|cyclic|plane=P|arbitrary")]
     distribution: Option<String>,
-    /// With --distribution: the tasks of each node as Slurm sets SLURM_TASKS_PER_NODE (4,4,2 or
-    /// 4(x2),2); needed when the nodes differ. Default: srun's split on nodes alike.
-    #[arg(long, value_name = "LIST")]
+    /// The tasks of each node as the job's SLURM_TASKS_PER_NODE shows them (4,4,2 or
+    /// 4(x2),2). Default: srun's counts for a job that holds every available CPU of its nodes.
+    #[arg(long, value_name = "LIST", conflicts_with = "ntasks_per_node")]
     tasks_per_node: Option<String>,
+    /// As srun's --ntasks-per-node: at most N tasks on each node.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    ntasks_per_node: Option<u32>,
     /// Also print each task's environment as the plugin sets it (LAMA_*, and with --omp the
     /// OpenMP variables); in --json, an "env" object per process.
     #[arg(long)]
@@ -207,10 +213,11 @@ struct MapArgs {
     /// spelling --overcommit is accepted too.
     #[arg(long, visible_alias = "overcommit")]
     oversubscribe: bool,
-    /// Limit the available PUs of every node to these OS indexes, e.g. 2-3 (as a job cpuset
-    /// would).
-    #[arg(long, value_name = "CPULIST")]
-    restrict: Option<String>,
+    /// Limit the available PUs to these OS indexes, as a job's cpuset does: CPULIST (e.g. 2-3)
+    /// for every node, NODE=CPULIST for one node (its index from 0, or its --node-names name).
+    /// Repeat for several nodes.
+    #[arg(long, value_name = "[NODE=]CPULIST")]
+    restrict: Vec<String>,
     /// Machine-readable output: {"processes":[{"rank":0,"node":0,"pu":5,"cpus":[4,5]},...]}.
     #[arg(long)]
     json: bool,
@@ -376,19 +383,98 @@ pub(crate) fn cpulist(text: &str) -> Result<CpuList, Failure> {
     CpuList::parse(text).map_err(|e| Failure::Usage(e.to_string()))
 }
 
-/// The nodes' machines (each --topology, restricted) and their names (--node-names).
-pub(crate) fn nodes_and_names(
-    args: &MapArgs,
-) -> Result<(Vec<Machine>, Option<Vec<String>>), Failure> {
-    let restrict = args.restrict.as_deref().map(cpulist).transpose()?;
+/// `--restrict` as given: a CPU list for every node, and lists for single nodes
+/// (`NODE=CPULIST`), as a job's cpuset differs from node to node.
+pub(crate) struct Restrictions {
+    all: Option<CpuList>,
+    per_node: Vec<(String, CpuList)>,
+}
 
+impl Restrictions {
+    pub(crate) fn parse(given: &[String]) -> Result<Restrictions, Failure> {
+        let mut all = None;
+        let mut per_node = Vec::new();
+        for r in given {
+            match r.split_once('=') {
+                Some((node, list)) => per_node.push((node.to_string(), cpulist(list)?)),
+                None => all = Some(cpulist(r)?),
+            }
+        }
+        Ok(Restrictions { all, per_node })
+    }
+
+    /// Refuses a NODE that names none of the nodes: a name from `names`, or with `by_index`
+    /// an index below `count`.
+    pub(crate) fn check(
+        &self,
+        names: Option<&[String]>,
+        count: usize,
+        by_index: bool,
+    ) -> Result<(), Failure> {
+        for (node, list) in &self.per_node {
+            let named = names.is_some_and(|n| n.iter().any(|n| n == node));
+            let indexed = by_index && node.parse::<usize>().is_ok_and(|k| k < count);
+            if !named && !indexed {
+                let way = match (names.is_some(), by_index) {
+                    (true, true) => format!("a name from --node-names or an index 0-{}", count - 1),
+                    (true, false) => "a name from --node-names".to_string(),
+                    (false, _) => format!("an index 0-{} (or give --node-names)", count - 1),
+                };
+                return Err(Failure::Usage(format!(
+                    "--restrict {node}={list}: {node} is not one of the {count} node(s); name \
+                     the node by {way}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Node `index`'s own restriction (the last one given for its name or index).
+    pub(crate) fn own(&self, index: usize, name: Option<&str>) -> Option<&CpuList> {
+        self.per_node
+            .iter()
+            .rev()
+            .find(|(n, _)| Some(n.as_str()) == name || n.parse::<usize>().is_ok_and(|k| k == index))
+            .map(|(_, r)| r)
+    }
+
+    /// The restriction for every node.
+    pub(crate) fn all(&self) -> Option<&CpuList> {
+        self.all.as_ref()
+    }
+
+    pub(crate) fn per_node(&self) -> bool {
+        !self.per_node.is_empty()
+    }
+}
+
+/// The nodes of a preview: their distinct machines (each --topology, restricted), which
+/// machine each node is, and their names (--node-names).
+pub(crate) struct Nodes {
+    machines: Vec<Machine>,
+    of_node: Vec<usize>,
+    pub(crate) names: Option<Vec<String>>,
+}
+
+impl Nodes {
+    /// One machine per node, in node order.
+    pub(crate) fn list(&self) -> Vec<&Machine> {
+        self.of_node.iter().map(|&k| &self.machines[k]).collect()
+    }
+
+    /// The distinct machines (a node's own restriction makes it one of them).
+    pub(crate) fn machines(&self) -> &[Machine] {
+        &self.machines
+    }
+}
+
+/// The nodes of `lama map`: each --topology (or one for --nodes identical nodes), their names,
+/// and each node's --restrict.
+pub(crate) fn nodes_of(args: &MapArgs) -> Result<Nodes, Failure> {
+    let restrict = Restrictions::parse(&args.restrict)?;
     let mut machines = Vec::with_capacity(args.topologies.len());
     for t in &args.topologies {
-        let m = load(t)?;
-        machines.push(match &restrict {
-            Some(r) => restricted(m, r, "--restrict")?,
-            None => m,
-        });
+        machines.push(load(t)?);
     }
     let count = match (args.nodes, machines.len()) {
         (None, k) => k,
@@ -417,23 +503,48 @@ pub(crate) fn nodes_and_names(
         }
         None => None,
     };
-    Ok((machines, names))
+    restrict.check(names.as_deref(), count, true)?;
+    // The restriction for every node applies to each --topology once; a node with its own
+    // gets a machine of its own.
+    let mut machines = machines
+        .into_iter()
+        .map(|m| match restrict.all() {
+            Some(r) => restricted(m, r, "--restrict"),
+            None => Ok(m),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut of_node: Vec<usize> = (0..count).map(|n| n.min(machines.len() - 1)).collect();
+    if restrict.per_node() {
+        for (n, k) in of_node.iter_mut().enumerate() {
+            let name = names.as_ref().map(|v| v[n].as_str());
+            if let Some(r) = restrict.own(n, name) {
+                let label = match name {
+                    Some(name) => format!("--restrict (node {n}, {name})"),
+                    None => format!("--restrict (node {n})"),
+                };
+                machines.push(restricted(machines[*k].clone(), r, &label)?);
+                *k = machines.len() - 1;
+            }
+        }
+    }
+    Ok(Nodes {
+        machines,
+        of_node,
+        names,
+    })
 }
 
-/// One machine per node: `-N n` repeats a single --topology.
-pub(crate) fn node_list(machines: &[Machine], nodes: Option<u32>) -> Vec<&Machine> {
-    match (nodes, machines.len()) {
-        (Some(n), 1) => std::iter::repeat_n(&machines[0], n as usize).collect(),
-        _ => machines.iter().collect(),
+/// What Slurm counts as one CPU on the previewed nodes (--cpu-unit).
+pub(crate) fn cpu_unit(args: &MapArgs) -> CpuUnit {
+    if args.cpu_unit == "core" {
+        CpuUnit::Core
+    } else {
+        CpuUnit::Thread
     }
 }
 
 fn map(args: MapArgs) -> Result<(), Failure> {
-    let unit = if args.cpu_unit == "core" {
-        CpuUnit::Core
-    } else {
-        CpuUnit::Thread
-    };
+    let unit = cpu_unit(&args);
     if let Some(by_gpu) = lama_slurm::gpu::request(
         &args.map,
         args.bind.as_deref(),
@@ -480,8 +591,9 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     };
     let order = Order::parse(&args.order).map_err(syntax)?;
     let membind = Membind::parse(&args.membind).map_err(syntax)?;
-    let (machines, names) = nodes_and_names(&args)?;
-    let nodes = node_list(&machines, args.nodes);
+    let all_nodes = nodes_of(&args)?;
+    let (machines, names) = (all_nodes.machines(), all_nodes.names.clone());
+    let nodes = all_nodes.list();
     // As the plugin does: without --bind, -c N widens the default binding on each node.
     let (bind, bind_within) = match bind {
         Some(b) => (b, false),
@@ -544,7 +656,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         }
         other => Failure::Place(other.to_string()),
     };
-    let split = rank_split(&args, &nodes)?;
+    let split = rank_split(&args, &nodes, unit)?;
     let placement = match &split {
         None => place_on(&nodes, &req, args.np, exact).map_err(failure)?,
         // As srun and the plugin do: ranks dealt to nodes first, each node's placed there.
@@ -558,26 +670,43 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 })?);
             }
             Placement::join(parts, &split.ranks).ok_or_else(|| {
-                Failure::Place(format!(
-                    "--cpus-per-task {}: the nodes would be bound differently (some with the \
-                     widened binding, some with exactly {} CPU(s) per task); preview the \
-                     nodes one at a time",
-                    args.cpus_per_task, args.cpus_per_task
-                ))
+                Failure::Place("the nodes' placements do not fit together (a bug)".into())
             })?
         }
     };
-    let used = placement.request().bind;
-    let fallback = if bind_within {
+    // The default binding falls back node by node, as the plugin decides on each node.
+    let counts = placement.tasks_per_node();
+    let used: Vec<Bind> = (0..nodes.len() as u32)
+        .map(|n| placement.node_binding(n))
+        .collect();
+    let fallback = if !bind_within {
+        None
+    } else if used.iter().all(|b| *b == used[0]) {
         lama_slurm::cpus_per_task::exact_fallback_note(
             bind,
-            used,
+            used[0],
             placement.len(),
             args.cpus_per_task.max(1),
             unit,
         )
     } else {
-        None
+        let lines: Vec<String> = (0..nodes.len())
+            .filter_map(|n| {
+                let note = lama_slurm::cpus_per_task::exact_fallback_note(
+                    bind,
+                    used[n],
+                    counts[n] as usize,
+                    args.cpus_per_task.max(1),
+                    unit,
+                )?;
+                let name = names
+                    .as_ref()
+                    .map(|v| format!(" ({})", v[n]))
+                    .unwrap_or_default();
+                Some(format!("node {n}{name}: {note}"))
+            })
+            .collect();
+        Some(lines.join("\n"))
     };
     if let Some(w) = placement.overlap_warning(|r| r) {
         eprintln!("lama: {w}");
@@ -704,6 +833,8 @@ pub(crate) struct RankSplit {
     distribution: Distribution,
     /// What followed `:` in --distribution (Slurm's spread inside a node).
     inside: Option<String>,
+    /// Whether the counts are srun's from each node's CPUs (not --tasks-per-node).
+    from_cpus: bool,
     /// The global ranks of each node, ascending.
     pub(crate) ranks: Vec<Vec<u32>>,
 }
@@ -713,12 +844,18 @@ impl RankSplit {
     fn notes(&self, p: &Placement<'_>) -> Vec<String> {
         let counts: Vec<u32> = self.ranks.iter().map(|r| r.len() as u32).collect();
         let mut notes = vec![format!(
-            "node assignment: srun -N{} -n{} -m {} (tasks per node {}); each node places its own \
-             ranks in ascending order by layout {}, as the plugin does",
+            "node assignment: srun -N{} -n{} -m {} (tasks per node {}{}); each node places its \
+             own ranks in ascending order by layout {}, as the plugin does",
             self.ranks.len(),
             p.len(),
             self.distribution,
             count_list(&counts),
+            if self.from_cpus {
+                " for a job holding every available CPU; --tasks-per-node takes a job's \
+                 SLURM_TASKS_PER_NODE"
+            } else {
+                ""
+            },
             p.request().layout
         )];
         if let Some(inside) = &self.inside {
@@ -732,16 +869,46 @@ impl RankSplit {
     }
 }
 
-/// `--distribution` and `--tasks-per-node` for these nodes: `None` when neither is given (the
-/// layout spreads the ranks over the nodes itself).
-pub(crate) fn rank_split(args: &MapArgs, nodes: &[&Machine]) -> Result<Option<RankSplit>, Failure> {
-    if args.distribution.is_none() && args.tasks_per_node.is_none() {
+/// Whether `--distribution` asks for LAMA's own order across nodes (`arbitrary`).
+pub(crate) fn lama_order(args: &MapArgs) -> bool {
+    args.distribution
+        .as_deref()
+        .is_some_and(|d| d.split([':', ',']).next() == Some("arbitrary"))
+}
+
+/// How srun deals the ranks to these nodes (`--distribution`, srun's default block, with
+/// srun's counts or `--tasks-per-node`): `None` with `-d arbitrary` (the layout spreads the
+/// ranks over the nodes itself) and on one node without any of these options.
+pub(crate) fn rank_split(
+    args: &MapArgs,
+    nodes: &[&Machine],
+    unit: CpuUnit,
+) -> Result<Option<RankSplit>, Failure> {
+    let counted = args.tasks_per_node.is_some() || args.ntasks_per_node.is_some();
+    if lama_order(args) {
+        if counted {
+            return Err(Failure::Usage(
+                "--tasks-per-node and --ntasks-per-node say how srun deals ranks to nodes, and \
+                 -d arbitrary leaves that to the layout: give one or the other"
+                    .into(),
+            ));
+        }
+        return Ok(None);
+    }
+    if args.hostfile.is_some() {
+        return Err(Failure::Usage(format!(
+            "--hostfile writes LAMA's own order across nodes for srun -m arbitrary: add -d \
+             arbitrary (srun's -m {} needs no hostfile)",
+            args.distribution.as_deref().unwrap_or("block")
+        )));
+    }
+    if nodes.len() <= 1 && args.distribution.is_none() && !counted {
         return Ok(None);
     }
     let (distribution, inside) =
         Distribution::parse(args.distribution.as_deref().unwrap_or("block"))
             .map_err(|e| Failure::Usage(format!("--{e}")))?;
-    let counts = match &args.tasks_per_node {
+    let (counts, from_cpus) = match &args.tasks_per_node {
         Some(list) => {
             let counts = parse_counts(list).map_err(|e| Failure::Usage(format!("--{e}")))?;
             let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
@@ -754,27 +921,55 @@ pub(crate) fn rank_split(args: &MapArgs, nodes: &[&Machine]) -> Result<Option<Ra
                     args.np
                 )));
             }
-            counts
+            (counts, false)
         }
         None => {
-            let alike = nodes.iter().all(|m| {
-                m.pus().len() == nodes[0].pus().len()
-                    && m.available().len() == nodes[0].available().len()
-            });
-            if !alike {
-                return Err(Failure::Usage(
-                    "--distribution on nodes of different sizes: srun chooses the task counts \
-                     from each node's CPUs; give them with --tasks-per-node as the job's \
-                     SLURM_TASKS_PER_NODE shows them"
-                        .into(),
-                ));
+            // What each node can run: its available CPUs (as Slurm counts them) per task,
+            // capped by --ntasks-per-node, as slurm_step_layout.c computes it. Nodes that
+            // share a machine are counted once.
+            let mut seen: Vec<(*const Machine, u32)> = Vec::new();
+            let cpus: Vec<u32> = nodes
+                .iter()
+                .map(|&m| {
+                    let key = m as *const Machine;
+                    let c = match seen.iter().find(|(k, _)| *k == key) {
+                        Some(&(_, c)) => c,
+                        None => {
+                            let logical: Vec<u32> = (0..m.pus().len() as u32)
+                                .filter(|&p| m.pus()[p as usize].available)
+                                .collect();
+                            let c = cpus_covered(m, &logical, unit);
+                            seen.push((key, c));
+                            c
+                        }
+                    };
+                    let c = (c / args.cpus_per_task.max(1)).max(1);
+                    // Slurm passes --ntasks-per-node in the plane size, so plane=P keeps the
+                    // node's CPUs.
+                    match (args.ntasks_per_node, distribution) {
+                        (Some(n), Distribution::Block | Distribution::Cyclic) => c.min(n),
+                        _ => c,
+                    }
+                })
+                .collect();
+            if let Some(n) = args.ntasks_per_node {
+                let most = u64::from(n) * nodes.len() as u64;
+                if u64::from(args.np) > most {
+                    return Err(Failure::Usage(format!(
+                        "--ntasks-per-node {n} on {} node(s) holds at most {most} task(s), not \
+                         {}: give fewer tasks, more nodes or a larger --ntasks-per-node",
+                        nodes.len(),
+                        args.np
+                    )));
+                }
             }
-            distribution.counts(nodes.len(), args.np)
+            (distribution.slurm_counts(&cpus, args.np), true)
         }
     };
     Ok(Some(RankSplit {
         distribution,
         inside: inside.map(str::to_string),
+        from_cpus,
         ranks: distribution.ranks(&counts),
     }))
 }

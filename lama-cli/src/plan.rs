@@ -1,7 +1,7 @@
 //! `lama plan`: communication-aware placement with Scotch, guarded by LAMA layouts, written as a
 //! plan for `srun --lama-plan` and a `SLURM_HOSTFILE` for `srun -m arbitrary`.
 
-use crate::{cpulist, hostlist, load, print, restricted, Failure, JsonProcess};
+use crate::{hostlist, load, print, restricted, Failure, JsonProcess, Restrictions};
 use clap::Args;
 use lama_engine::{render, CpuList, Machine};
 use lama_plan::cost::{Distances, System};
@@ -118,6 +118,14 @@ fn monitoring(path: &PathBuf, np: u32) -> Result<CommMatrix, Failure> {
 }
 
 pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
+    // In lama map --nodes is a count; here it names the nodes, and a bare number names none.
+    if !args.nodes.is_empty() && args.nodes.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Failure::Usage(format!(
+            "--node-names {0}: lama plan takes the nodes' names, not their count (a hostlist such \
+             as node[1-{0}], or \"$SLURM_JOB_NODELIST\" in a job)",
+            args.nodes
+        )));
+    }
     let names = hostlist::expand(&args.nodes).map_err(Failure::Usage)?;
     if let Some(bad) = names.iter().find(|n| !lama_planfile::valid_node_name(n)) {
         return Err(Failure::Usage(format!(
@@ -160,21 +168,8 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
         None => Distances::default(),
     };
     // Per-node restrictions: CPULIST for all, NODE=CPULIST for one.
-    let mut all: Option<CpuList> = None;
-    let mut per_node: Vec<(String, CpuList)> = Vec::new();
-    for r in &args.restrict {
-        match r.split_once('=') {
-            Some((node, list)) => {
-                if !names.iter().any(|n| n == node) {
-                    return Err(Failure::Usage(format!(
-                        "--restrict {r}: {node} is not in --node-names"
-                    )));
-                }
-                per_node.push((node.to_string(), cpulist(list)?));
-            }
-            None => all = Some(cpulist(r)?),
-        }
-    }
+    let restrict = Restrictions::parse(&args.restrict)?;
+    restrict.check(Some(&names), names.len(), true)?;
     let specs: Vec<String> = match args.topologies.len() {
         1 => names
             .iter()
@@ -190,15 +185,12 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
         }
     };
     let mut machines: Vec<Machine> = Vec::with_capacity(names.len());
-    for (name, spec) in names.iter().zip(&specs) {
+    for (index, (name, spec)) in names.iter().zip(&specs).enumerate() {
         let mut m = load(spec)?;
-        let restrictions = all.iter().chain(
-            per_node
-                .iter()
-                .rev()
-                .find(|(n, _)| n == name)
-                .map(|(_, r)| r),
-        );
+        let restrictions = restrict
+            .all()
+            .into_iter()
+            .chain(restrict.own(index, Some(name)));
         for r in restrictions {
             // A CPU the node does not have is a mistake, not a CPU to drop.
             m = restricted(m, r, &format!("--restrict (node {name})"))?;

@@ -22,6 +22,8 @@ fn hostfile_lists_each_ranks_node() {
             "--map",
             "ncbh",
             "--oversubscribe",
+            "-d",
+            "arbitrary",
             "--node-names",
             "n[1-2]",
         ])

@@ -292,6 +292,8 @@ struct NodeView {
     bind_start: Vec<u32>,
     /// One entry per MPPR limit.
     limits: Vec<LimitView>,
+    /// The binding this node's processes got (a joined placement's nodes may differ).
+    width: Bind,
 }
 
 #[derive(Debug)]
@@ -477,6 +479,7 @@ impl NodeView {
             bind,
             bind_start,
             limits,
+            width: req.bind,
         }
     }
 }
@@ -1038,7 +1041,7 @@ impl<'m> Placement<'m> {
     /// `start` on `node` (empty without binding).
     fn binding_pus(&self, node: u32, start: u32) -> Vec<u32> {
         let view = &self.views[self.node_view[node as usize] as usize];
-        let (Some(b), Bind::Width { count, .. }) = (&view.bind, self.request.bind) else {
+        let (Some(b), Bind::Width { count, .. }) = (&view.bind, view.width) else {
             return Vec::new();
         };
         let m = self.nodes[node as usize];
@@ -1194,6 +1197,12 @@ impl<'m> Placement<'m> {
         ))
     }
 
+    /// The binding of `node`'s processes: the request's, except where a joined placement's
+    /// node took another ([`Self::join`]).
+    pub fn node_binding(&self, node: u32) -> Bind {
+        self.views[self.node_view[node as usize] as usize].width
+    }
+
     /// Ranks placed on `node`, ascending.
     pub fn ranks_on(&self, node: u32) -> Vec<usize> {
         (0..self.processes.len())
@@ -1205,12 +1214,14 @@ impl<'m> Placement<'m> {
     /// node order), `ranks[n][k]` being the global rank of node `n`'s `k`-th process: what a
     /// launcher does that deals ranks to nodes first and then places each node's ranks there.
     /// The request is the first part's with `np` the total; the widths are those of the first
-    /// node that holds a process. `None` when the parts' bindings differ (the `-c` fallback
-    /// taken on some nodes only), a part is not of one node, or `ranks` does not name each of
-    /// the ranks 0..total exactly once with as many ranks per node as its part has processes.
+    /// node that holds a process. The parts' bindings may differ (the default binding's
+    /// fallback taken on some nodes only, as the plugin decides node by node):
+    /// [`Self::node_binding`] tells each node's. `None` when a part is not of one node, or
+    /// `ranks` does not name each of the ranks 0..total exactly once with as many ranks per
+    /// node as its part has processes.
     pub fn join(parts: Vec<Placement<'m>>, ranks: &[Vec<u32>]) -> Option<Placement<'m>> {
         let first = parts.first()?;
-        let (bind, mut request) = (first.request.bind, first.request.clone());
+        let mut request = first.request.clone();
         let first_widths = first.widths.clone();
         let total: usize = ranks.iter().map(Vec::len).sum();
         if parts.len() != ranks.len() {
@@ -1220,10 +1231,7 @@ impl<'m> Placement<'m> {
         let (mut nodes, mut node_view, mut views) = (Vec::new(), Vec::new(), Vec::new());
         let (mut widths, mut passes, mut blocks) = (None, 0, false);
         for (n, (part, ranks)) in parts.into_iter().zip(ranks).enumerate() {
-            if part.nodes.len() != 1
-                || part.request.bind != bind
-                || part.processes.len() != ranks.len()
-            {
+            if part.nodes.len() != 1 || part.processes.len() != ranks.len() {
                 return None;
             }
             for (p, &r) in part.processes.iter().zip(ranks) {

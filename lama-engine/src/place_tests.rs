@@ -772,11 +772,16 @@ fn joined_placements_keep_each_nodes_binding_under_its_global_rank() {
             .tasks_per_node(),
         [2, 0]
     );
-    // Ranks named twice, missing, or bindings that differ: no placement.
+    // Ranks named twice or missing: no placement.
     let two = || vec![place(&[&m], &r).unwrap(), place(&[&m], &r).unwrap()];
     assert!(Placement::join(two(), &[vec![0, 1], vec![1, 2]]).is_none());
     assert!(Placement::join(two(), &[vec![0, 1], vec![2, 5]]).is_none());
+    // Nodes bound differently (the default's fallback taken on one node only): each node keeps
+    // its own binding, a core on node 0 and a socket (CPUs 0-1, 2-3) on node 1.
     let wide = place(&[&m], &request("scbnh", "1s", 2)).unwrap();
     let parts = vec![place(&[&m], &r).unwrap(), wide];
-    assert!(Placement::join(parts, &[vec![0, 1], vec![2, 3]]).is_none());
+    let joined = Placement::join(parts, &[vec![0, 1], vec![2, 3]]).unwrap();
+    assert_eq!(cpus(&joined), ["0", "2", "0-1", "2-3"]);
+    assert_eq!(joined.node_binding(0).to_string(), "1c");
+    assert_eq!(joined.node_binding(1).to_string(), "1s");
 }

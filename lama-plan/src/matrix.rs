@@ -161,10 +161,14 @@ impl CommMatrix {
             Format::Auto => {
                 let square = first_len == rows;
                 let dense = square && np.is_none_or(|np| np as usize == rows);
-                let sparse = first_len == 3
+                let triples = first_len == 3
                     && head[..2].iter().all(|t| t.parse::<u32>().is_ok())
-                    && Self::all_triples(text, np);
+                    && Self::all_triples(text, None);
+                let sparse = triples && Self::all_triples(text, np);
                 match (dense, sparse) {
+                    // Triples naming a rank past --np: read as sparse, which names that rank
+                    // and its line.
+                    (false, false) if triples => Format::Sparse,
                     (false, false) if square => {
                         return Err(err(
                             0,

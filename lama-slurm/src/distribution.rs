@@ -87,7 +87,7 @@ impl Distribution {
                     return Err(format!(
                         "distribution '{text}': srun's node distributions are block, cyclic and \
                          plane=P (P at least 1); arbitrary takes a SLURM_HOSTFILE, which \
-                         lama map --hostfile writes"
+                         lama map -d arbitrary --hostfile writes"
                     ))
                 }
             },
@@ -117,6 +117,112 @@ impl Distribution {
                 counts
             }
         }
+    }
+
+    /// How many tasks each node gets from srun when node `i` can run `cpus[i]` tasks (its
+    /// allocated CPUs divided by `--cpus-per-task`, at least 1, capped by `--ntasks-per-node`),
+    /// as Slurm lays a step out (`_task_layout_block`, `_task_layout_cyclic` and
+    /// `_task_layout_plane` in `src/common/slurm_step_layout.c`, 24.11 and 26.05 alike):
+    /// block and cyclic deal one task per node with room in turn, then, once every node is
+    /// full, keep dealing to every node; plane gives each node one task, then up to `P` per
+    /// node with room in turn, then oversubscribes the same way. (Block with
+    /// `CR_Pack_Nodes` or `-m ...,Pack` fills each node first; not modelled.)
+    pub fn slurm_counts(self, cpus: &[u32], tasks: u32) -> Vec<u32> {
+        let nodes = cpus.len();
+        let mut counts = vec![0u32; nodes];
+        if nodes == 0 {
+            return counts;
+        }
+        let cpus: Vec<u32> = cpus.iter().map(|&c| c.max(1)).collect();
+        let mut placed = 0u32;
+        match self {
+            Distribution::Block => {
+                let mut over = false;
+                let mut j = 0u32;
+                while placed < tasks {
+                    let mut room = false;
+                    for (i, c) in counts.iter_mut().enumerate() {
+                        if placed == tasks {
+                            break;
+                        }
+                        if j < cpus[i] || over {
+                            *c += 1;
+                            placed += 1;
+                            room |= j + 1 < cpus[i];
+                        }
+                    }
+                    over |= !room;
+                    j += 1;
+                }
+            }
+            Distribution::Cyclic => {
+                let total: u64 = cpus.iter().map(|&c| u64::from(c)).sum();
+                let mut over = total < u64::from(tasks);
+                let extra = if over {
+                    (u64::from(tasks) - total).div_ceil(nodes as u64)
+                } else {
+                    0
+                };
+                let mut j = 0u64;
+                while placed < tasks {
+                    let before = placed;
+                    let mut room = false;
+                    for (i, c) in counts.iter_mut().enumerate() {
+                        if placed == tasks {
+                            break;
+                        }
+                        let cap = u64::from(cpus[i]);
+                        if j < cap || (over && j < cap + extra) {
+                            *c += 1;
+                            placed += 1;
+                            room |= j + 1 < cap;
+                        }
+                    }
+                    if placed == before && over {
+                        // Cannot happen (every node takes a task while any is left); never spin.
+                        break;
+                    }
+                    over |= !room;
+                    j += 1;
+                }
+            }
+            Distribution::Plane(p) => {
+                let mut over = false;
+                let mut first = true;
+                while placed < tasks {
+                    let mut room = false;
+                    if first {
+                        for c in counts.iter_mut() {
+                            if placed == tasks {
+                                break;
+                            }
+                            *c += 1;
+                            placed += 1;
+                        }
+                    }
+                    for (i, c) in counts.iter_mut().enumerate() {
+                        if placed == tasks {
+                            break;
+                        }
+                        for _ in u32::from(first)..p {
+                            if placed == tasks {
+                                break;
+                            }
+                            // Slurm tests `cpus - tasks` for non-zero: a node past its CPUs
+                            // takes more too.
+                            if *c != cpus[i] || over {
+                                *c += 1;
+                                placed += 1;
+                                room |= *c < cpus[i];
+                            }
+                        }
+                    }
+                    over |= !room;
+                    first = false;
+                }
+            }
+        }
+        counts
     }
 
     /// The global ranks of each node, ascending, when the nodes hold `counts` tasks: block
@@ -205,8 +311,8 @@ pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
     let list = count_list;
     let np: u32 = counts.iter().sum();
     let srun = even_split(nodes, np);
-    let hostfile = "run it with -m arbitrary and a SLURM_HOSTFILE (lama map --hostfile FILE \
-                    --node-names LIST writes one)";
+    let hostfile = "run it with -m arbitrary and a SLURM_HOSTFILE (lama map -d arbitrary \
+                    --hostfile FILE --node-names LIST writes one)";
     // srun's even split holds for nodes alike; on nodes of different sizes srun decides the
     // counts from each node's CPUs.
     let alike = p.nodes().iter().all(|m| {
@@ -227,7 +333,7 @@ pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
         Some(d) => format!(
             "node assignment: tasks per node {} in -m {d} order, but srun -N{nodes} -n{np} \
              gives each node {} tasks ({}); {hostfile}, or preview what srun does with lama map \
-             --distribution {d}",
+             -d {d} instead of -d arbitrary",
             list(&counts),
             if srun.iter().all(|&c| c == srun[0]) {
                 srun[0].to_string()
@@ -352,6 +458,44 @@ mod tests {
             Distribution::Cyclic.ranks(&[2, 0, 1]),
             [vec![0, 2], vec![], vec![1]]
         );
+    }
+
+    #[test]
+    fn srun_counts_follow_each_nodes_cpus() {
+        // Worked by hand from slurm_step_layout.c.
+        let block = Distribution::Block;
+        // Nodes alike: as even as possible, the first nodes one more, also past their CPUs.
+        assert_eq!(block.slurm_counts(&[4, 4, 4], 7), [3, 2, 2]);
+        assert_eq!(block.slurm_counts(&[2, 2], 7), [4, 3]);
+        // A node of 4 CPUs and one of 2: dealt one by one while both have room, then to the
+        // bigger one alone.
+        assert_eq!(block.slurm_counts(&[4, 2], 5), [3, 2]);
+        assert_eq!(block.slurm_counts(&[4, 2], 6), [4, 2]);
+        // Every node full: dealt to all in turn again.
+        assert_eq!(block.slurm_counts(&[4, 2], 8), [5, 3]);
+        // The example in _task_layout_cyclic's comment: CPUs 4,2,4,2 and 16 tasks.
+        assert_eq!(
+            Distribution::Cyclic.slurm_counts(&[4, 2, 4, 2], 16),
+            [5, 3, 5, 3]
+        );
+        assert_eq!(Distribution::Cyclic.slurm_counts(&[4, 2], 5), [3, 2]);
+        // The example in _task_layout_plane's comment: plane=2, 6 tasks, CPUs 4,1,1.
+        assert_eq!(
+            Distribution::Plane(2).slurm_counts(&[4, 1, 1], 6),
+            [4, 1, 1]
+        );
+        // plane=4 on two nodes of 2 CPUs: each node's room ends the first round at 2 tasks,
+        // then the first node takes the next 4 (oversubscribed).
+        assert_eq!(Distribution::Plane(4).slurm_counts(&[2, 2], 8), [6, 2]);
+        // Enough CPUs: plane=P as if the nodes were unlimited.
+        assert_eq!(Distribution::Plane(4).slurm_counts(&[8, 8], 6), [4, 2]);
+        assert_eq!(
+            Distribution::Plane(2).slurm_counts(&[8, 8, 8], 7),
+            [3, 2, 2]
+        );
+        // No CPU counted: one task per node at least.
+        assert_eq!(block.slurm_counts(&[0, 0], 3), [2, 1]);
+        assert!(block.slurm_counts(&[], 3).is_empty());
     }
 
     #[test]

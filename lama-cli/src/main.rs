@@ -661,15 +661,26 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         None => place_on(&nodes, &req, args.np, exact).map_err(failure)?,
         // As srun and the plugin do: ranks dealt to nodes first, each node's placed there.
         Some(split) => {
-            let mut parts = Vec::with_capacity(nodes.len());
+            // Nodes of one machine with as many ranks are placed once.
+            let mut parts = Vec::new();
+            let mut done: std::collections::HashMap<(*const Machine, usize), usize> =
+                std::collections::HashMap::new();
+            let mut of_node = Vec::with_capacity(nodes.len());
             for (n, (&m, ranks)) in nodes.iter().zip(&split.ranks).enumerate() {
+                let key = (m as *const Machine, ranks.len());
+                if let Some(&k) = done.get(&key) {
+                    of_node.push(k);
+                    continue;
+                }
                 let part = place_on(&[m], &req, ranks.len() as u32, exact).map_err(failure);
                 parts.push(part.map_err(|f| match f {
                     Failure::Usage(e) => Failure::Usage(format!("node {n}: {e}")),
                     Failure::Place(e) => Failure::Place(format!("node {n}: {e}")),
                 })?);
+                done.insert(key, parts.len() - 1);
+                of_node.push(parts.len() - 1);
             }
-            Placement::join(parts, &split.ranks).ok_or_else(|| {
+            Placement::join_shared(parts, &of_node, &split.ranks).ok_or_else(|| {
                 Failure::Place("the nodes' placements do not fit together (a bug)".into())
             })?
         }

@@ -1220,17 +1220,31 @@ impl<'m> Placement<'m> {
     /// `ranks` does not name each of the ranks 0..total exactly once with as many ranks per
     /// node as its part has processes.
     pub fn join(parts: Vec<Placement<'m>>, ranks: &[Vec<u32>]) -> Option<Placement<'m>> {
-        let first = parts.first()?;
+        let of_node: Vec<usize> = (0..parts.len()).collect();
+        Self::join_shared(parts, &of_node, ranks)
+    }
+
+    /// [`Self::join`] where several nodes reuse one part: node `n` is placed as
+    /// `parts[of_node[n]]` (nodes alike with as many ranks each are placed once, and their
+    /// analysis is kept once). `None` also when `of_node` names a part that does not exist.
+    pub fn join_shared(
+        parts: Vec<Placement<'m>>,
+        of_node: &[usize],
+        ranks: &[Vec<u32>],
+    ) -> Option<Placement<'m>> {
+        let first = parts.get(*of_node.first()?)?;
         let mut request = first.request.clone();
         let first_widths = first.widths.clone();
         let total: usize = ranks.iter().map(Vec::len).sum();
-        if parts.len() != ranks.len() {
+        if of_node.len() != ranks.len() {
             return None;
         }
         let mut slots: Vec<Option<Process>> = vec![None; total];
-        let (mut nodes, mut node_view, mut views) = (Vec::new(), Vec::new(), Vec::new());
+        let mut nodes = Vec::with_capacity(of_node.len());
+        let mut node_view = Vec::with_capacity(of_node.len());
         let (mut widths, mut passes, mut blocks) = (None, 0, false);
-        for (n, (part, ranks)) in parts.into_iter().zip(ranks).enumerate() {
+        for (n, (&k, ranks)) in of_node.iter().zip(ranks).enumerate() {
+            let part = parts.get(k)?;
             if part.nodes.len() != 1 || part.processes.len() != ranks.len() {
                 return None;
             }
@@ -1250,8 +1264,12 @@ impl<'m> Placement<'m> {
             passes = passes.max(part.passes);
             blocks |= part.blocks;
             nodes.push(part.nodes[0]);
-            node_view.push(views.len() as u32);
-            let view = part.node_view[0] as usize;
+            // Part k's one view becomes view k.
+            node_view.push(k as u32);
+        }
+        let mut views = Vec::with_capacity(parts.len());
+        for part in parts {
+            let view = *part.node_view.first()? as usize;
             views.push(part.views.into_iter().nth(view)?);
         }
         request.np = total as u32;

@@ -784,4 +784,19 @@ fn joined_placements_keep_each_nodes_binding_under_its_global_rank() {
     assert_eq!(cpus(&joined), ["0", "2", "0-1", "2-3"]);
     assert_eq!(joined.node_binding(0).to_string(), "1c");
     assert_eq!(joined.node_binding(1).to_string(), "1s");
+    // One part for two nodes alike: placed once, ranks dealt in turn as before.
+    let shared = Placement::join_shared(
+        vec![place(&[&m], &r).unwrap()],
+        &[0, 0],
+        &[vec![0, 2], vec![1, 3]],
+    )
+    .unwrap();
+    assert_eq!(mapped(&shared), [(0, 0), (1, 0), (0, 2), (1, 2)]);
+    assert_eq!(cpus(&shared), ["0", "0", "2", "2"]);
+    assert!(Placement::join_shared(
+        vec![place(&[&m], &r).unwrap()],
+        &[0, 1],
+        &[vec![0, 2], vec![1, 3]]
+    )
+    .is_none());
 }

@@ -569,13 +569,45 @@ t_one_distribution_hint() {
     # `lama map` with every node's topology gives the exact node assignment; srun -m arbitrary
     # with its SLURM_HOSTFILE runs every rank on the node lama said, bound as lama said.
     "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
-        --np 6 --map nscbh --node-names 'node[1-3]' --hostfile "$work/hosts" > "$work/plan" \
+        --np 6 --map nscbh --node-names 'node[1-3]' -d arbitrary --hostfile "$work/hosts" > "$work/plan" \
         || fail "lama map failed" || return 1
     as_user sh -c 'cat > /tmp/lama-hosts' < "$work/hosts" || return 1
     local srun_prefix=(env SLURM_HOSTFILE=/tmp/lama-hosts)
     run_srun -m arbitrary -n6 --lama-map=nscbh || fail "srun -m arbitrary failed: $(cat "$work/err")" || return 1
     assert_eq "nodes of the ranks" "$(tr '\n' ' ' < "$work/hosts" | sed 's/ $//')" "$(report_field 2)" || return 1
     assert_eq "bindings" "$(predict --map nscbh)" "$(actual_cpus)"
+}
+
+t_preview_is_srun() {
+    # One `lama map` over the three nodes (2 sockets, 1 core with 2 threads, 2 cores) with
+    # srun's own options prints exactly the CPUs every task of the step got: srun deals the
+    # ranks (2,2,1 of 5), each node places its own; node2 binds one thread per task (its one
+    # core cannot give two tasks a core each), the others one core.
+    local m
+    for m in "" block cyclic plane=2; do
+        run_srun -N3 -n5 ${m:+-m "$m"} --lama-map=scbnh || fail "srun -m ${m:-default} failed: $(cat "$work/err")" || return 1
+        assert_eq "srun -N3 -n5 -m ${m:-default}" "$(preview --map scbnh ${m:+-d "$m"})" "$(actual_cpus)" || return 1
+    done
+    # By hand: cyclic puts ranks 0,3 on node1 (sockets 0 and 1), 1,4 on node2 (threads 0, 1),
+    # 2 on node3 (core 0).
+    assert_eq "cyclic by hand" "node1:0 node2:0 node3:0 node1:1 node2:1" "$(actual_cpus)" || return 1
+    # LAMA's own order across nodes (-d arbitrary) is not what plain srun does: nscbh puts
+    # rank 1 on node2, srun's block on node1.
+    run_srun -N3 -n5 --lama-map=nscbh || return 1
+    assert_eq "srun -N3 -n5 nscbh" "$(preview --map nscbh)" "$(actual_cpus)" || return 1
+    local own
+    own=$(preview --map nscbh -d arbitrary)
+    [ "$own" != "$(actual_cpus)" ] || fail "-d arbitrary previewed what plain srun does: $own" || return 1
+    # Per-node restrictions: beside a job holding CPU 0 of node3, the step has CPU 1 there
+    # only; `--restrict node3=1` previews it (without it, rank 4 would be on CPU 0).
+    local hold rc
+    hold=$(hold_cpus node3 1) || return 1
+    run_srun -N3 -n5 --lama-map=scbnh
+    rc=$?
+    release "$hold" || return 1
+    [ $rc -eq 0 ] || fail "srun beside the held CPU failed: $(cat "$work/err")" || return 1
+    assert_eq "beside the held CPU, by hand" "node3:1" "$(awk '$1 == 4 { print $2 ":" $3 }' "$work/out")" || return 1
+    assert_eq "beside the held CPU" "$(preview --map scbnh --restrict node3=1)" "$(actual_cpus)"
 }
 
 # --- communication-aware plans -----------------------------------------------------------------
@@ -1043,7 +1075,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_bad_site_configuration t_node_configuration_error_fails_the_job_not_the_node t_topology_sources t_topology_cache t_install_refuses_other_slurm
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
-    t_narrower_bind_warns_once t_membind t_one_distribution_hint t_plan_ring_and_stencil
+    t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_plan_ring_and_stencil
     t_plan_in_batch t_plan_of_1000_ranks t_bad_plan_refused t_odd_environment t_gpu_placement
     t_cpu_bind_and_lama
     t_daemons_still_up)

@@ -191,7 +191,7 @@ struct MapArgs {
     #[arg(long, short = 'd', value_name = "block|cyclic|plane=P|arbitrary")]
     distribution: Option<String>,
     /// The tasks of each node as the job's SLURM_TASKS_PER_NODE shows them (4,4,2 or
-    /// 4(x2),2). Default: srun's counts for a job that holds every available CPU of its nodes.
+    /// 4(x2),2). Default: srun's counts for a job that holds its nodes whole (--exclusive).
     #[arg(long, value_name = "LIST", conflicts_with = "ntasks_per_node")]
     tasks_per_node: Option<String>,
     /// As srun's --ntasks-per-node: at most N tasks on each node.
@@ -862,8 +862,8 @@ impl RankSplit {
             self.distribution,
             count_list(&counts),
             if self.from_cpus {
-                " for a job holding every available CPU; --tasks-per-node takes a job's \
-                 SLURM_TASKS_PER_NODE"
+                " for a job holding its nodes whole (--exclusive); --tasks-per-node takes a \
+                 shared job's SLURM_TASKS_PER_NODE"
             } else {
                 ""
             },

@@ -581,32 +581,35 @@ t_one_distribution_hint() {
 t_preview_is_srun() {
     # One `lama map` over the three nodes (2 sockets, 1 core with 2 threads, 2 cores) with
     # srun's own options prints exactly the CPUs every task of the step got: srun deals the
-    # ranks (2,2,1 of 5), each node places its own; node2 binds one thread per task (its one
-    # core cannot give two tasks a core each), the others one core.
+    # ranks (2,2,1 of 5 on whole nodes), each node places its own; node2 binds one thread per
+    # task (its one core cannot give two tasks a core each), the others one core. (Without
+    # --exclusive, select/cons_tres gives node2 one task, its one core: 2,1,2; the preview's
+    # counts are those of whole nodes, --tasks-per-node takes a shared job's.)
     local m
     for m in "" block cyclic plane=2; do
-        run_srun -N3 -n5 ${m:+-m "$m"} --lama-map=scbnh || fail "srun -m ${m:-default} failed: $(cat "$work/err")" || return 1
+        run_srun --exclusive -N3 -n5 ${m:+-m "$m"} --lama-map=scbnh || fail "srun -m ${m:-default} failed: $(cat "$work/err")" || return 1
         assert_eq "srun -N3 -n5 -m ${m:-default}" "$(preview --map scbnh ${m:+-d "$m"})" "$(actual_cpus)" || return 1
+        # By hand: cyclic puts ranks 0,3 on node1 (sockets 0 and 1), 1,4 on node2 (threads 0
+        # and 1), 2 on node3 (core 0).
+        [ "$m" != cyclic ] || assert_eq "cyclic by hand" "node1:0 node2:0 node3:0 node1:1 node2:1" "$(actual_cpus)" || return 1
     done
-    # By hand: cyclic puts ranks 0,3 on node1 (sockets 0 and 1), 1,4 on node2 (threads 0, 1),
-    # 2 on node3 (core 0).
-    assert_eq "cyclic by hand" "node1:0 node2:0 node3:0 node1:1 node2:1" "$(actual_cpus)" || return 1
     # LAMA's own order across nodes (-d arbitrary) is not what plain srun does: nscbh puts
     # rank 1 on node2, srun's block on node1.
-    run_srun -N3 -n5 --lama-map=nscbh || return 1
+    run_srun --exclusive -N3 -n5 --lama-map=nscbh || return 1
     assert_eq "srun -N3 -n5 nscbh" "$(preview --map nscbh)" "$(actual_cpus)" || return 1
     local own
     own=$(preview --map nscbh -d arbitrary)
     [ "$own" != "$(actual_cpus)" ] || fail "-d arbitrary previewed what plain srun does: $own" || return 1
     # Per-node restrictions: beside a job holding CPU 0 of node3, the step has CPU 1 there
-    # only; `--restrict node3=1` previews it (without it, rank 4 would be on CPU 0).
+    # only; `--restrict node3=1` previews it (without it, rank 3 would be on CPU 0). -n4:
+    # Slurm gives node1 2 tasks, node2 and node3 one each, as srun's block deals 4 over 2,2,1.
     local hold rc
     hold=$(hold_cpus node3 1) || return 1
-    run_srun -N3 -n5 --lama-map=scbnh
+    run_srun -N3 -n4 --lama-map=scbnh
     rc=$?
     release "$hold" || return 1
     [ $rc -eq 0 ] || fail "srun beside the held CPU failed: $(cat "$work/err")" || return 1
-    assert_eq "beside the held CPU, by hand" "node3:1" "$(awk '$1 == 4 { print $2 ":" $3 }' "$work/out")" || return 1
+    assert_eq "beside the held CPU, by hand" "node3:1" "$(awk '$1 == 3 { print $2 ":" $3 }' "$work/out")" || return 1
     assert_eq "beside the held CPU" "$(preview --map scbnh --restrict node3=1)" "$(actual_cpus)"
 }
 

@@ -1003,15 +1003,12 @@ mod tests {
         assert_eq!(cpus(&p), ["0", "2", "1"]);
         assert_eq!(p.groups[0].used.to_string(), "1h");
         assert_eq!(p.groups[0].widened.to_string(), "1c");
-        // The same binding asked for is applied as asked, and the sharing is named.
+        // The same binding asked for is applied as asked; two ranks on a core of two threads
+        // is what 1c means, so nothing is said.
         r.bind_asked = true;
         let p = place_by_gpu_ranked(&m, &gpus, 3, &r, "none", &|t| t + 10).unwrap();
         assert_eq!(cpus(&p), ["0-1", "2-3", "0-1"]);
-        let shared = p.groups[0].shared.as_deref().unwrap();
-        assert!(
-            shared.contains("ranks 10 and 12 share CPUs 0-1"),
-            "{shared}"
-        );
+        assert_eq!(p.groups[0].shared, None);
         // -c 2 with the default: each task gets a whole core (2 threads).
         r.bind_asked = false;
         r.cpus_per_task = 2;

@@ -971,6 +971,9 @@ pub struct Overlap {
     pub ranks: Vec<u32>,
     /// The shared CPUs (OS indexes).
     pub cpus: CpuList,
+    /// Whether the ranks have the same binding (one socket for several ranks), rather than
+    /// different bindings that meet.
+    pub same_binding: bool,
 }
 
 /// A placed process, described for people and scripts.
@@ -1089,6 +1092,7 @@ impl<'m> Placement<'m> {
                     node: *node,
                     ranks: ranks.clone(),
                     cpus: os(*node, &self.binding_pus(*node, *start)),
+                    same_binding: true,
                 });
             }
         }
@@ -1128,6 +1132,7 @@ impl<'m> Placement<'m> {
                     node: node as u32,
                     ranks,
                     cpus: os(node as u32, &pus),
+                    same_binding: false,
                 });
                 q = end;
             }
@@ -1154,13 +1159,18 @@ impl<'m> Placement<'m> {
 
     /// The warning for bindings that share CPUs ([`Placement::overlaps`]) in a placement of
     /// one pass, naming up to three groups; `None` when none do or the placement is
-    /// oversubscribed (sharing was asked for). `rank` turns a rank of this placement into the
-    /// number shown (the plugin shows global ranks).
+    /// oversubscribed (sharing was asked for). Only sharing that surprises is named: different
+    /// bindings that meet (`2c` over an odd number of cores), or more ranks on one binding
+    /// than it has hardware threads. Ranks that share a binding with a thread each (`1s` for
+    /// the ranks of a socket, `1c` for the two threads of a core) are what the binding means.
+    /// `rank` turns a rank of this placement into the number shown (the plugin shows global
+    /// ranks).
     pub fn overlap_warning(&self, rank: impl Fn(u32) -> u32) -> Option<String> {
         if self.passes > 1 {
             return None;
         }
-        let overlaps = self.overlaps();
+        let mut overlaps = self.overlaps();
+        overlaps.retain(|o| !o.same_binding || o.ranks.len() > o.cpus.len());
         if overlaps.is_empty() {
             return None;
         }

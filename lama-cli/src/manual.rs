@@ -54,6 +54,13 @@ node, 1h one hardware thread, none. The MPPR (--mppr, maximum processes per reso
 of count:token limits: 1:c,2:s allows at most one rank per core and two per socket; positions
 over a limit are skipped.
 
+Oversubscribing (--oversubscribe) after a pass that the MPPR cut short, a departure from Open
+MPI 1.8's LAMA: the next pass ignores the limits and fills the positions still free first,
+then starts again from the first position. With \"pack:2 core:2 pu:1\", --np 3, --map csbnh,
+--bind 1h and --mppr 1:s, ranks 0 and 1 take PU 0 and PU 2, and rank 2 goes to PU 1, where a
+pass restarted from the first position (the paper's rule, Open MPI 1.8) would stack it on
+PU 0 beside rank 0 while PUs 1 and 3 stay idle. No CPU is shared while one is free.
+
 Coming from Slurm or Open MPI:
   srun -m block:block --cpu-bind=cores        --map csbnh --bind 1c
   srun -m block:cyclic --cpu-bind=cores       --map scbnh --bind 1c

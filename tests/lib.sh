@@ -88,6 +88,11 @@ report_field() { awk -v f="$1" '{ printf "%s%s", (NR > 1 ? " " : ""), $f }' "$wo
 planned_cpus() { awk '$1 == "rank" { printf "%s%s:%s", (n++ ? " " : ""), $3, $7 }' "$work/$1.lama"; }
 actual_cpus() { awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $3 }' "$work/out"; }
 
+# lama prints a CPU list as 0,1,2,5; the kernel as ranges (0-2,5): compare in the kernel's form.
+kernel_form() {
+    tr ',' '\n' <<< "$1" | awk 'NR == 1 { s = $1; e = $1; next } $1 == e + 1 { e = $1; next } { printf "%s,", (s == e ? s : s "-" e); s = $1; e = $1 } END { printf "%s", (s == e ? s : s "-" e) }'
+}
+
 # What `lama map` predicts for the tasks of the last run: for each node, its tasks (by Slurm's
 # rank order) placed on that node's topology restricted to CPUS (default: the node's CPUs),
 # with the lama options given. Prints "host:cpus" per rank like actual_cpus.
@@ -118,8 +123,7 @@ predict() {
         host=$(awk -v r="$r" '$1 == r { print $2 }' "$work/out")
         [ $first -eq 1 ] || printf ' '
         first=0
-        # lama prints 0,1; the kernel prints ranges (0-1): compare in the kernel's form.
-        printf '%s:%s' "$host" "$(echo "${cpus_of[$r]}" | tr ',' '\n' | awk 'NR == 1 { s = $1; e = $1; next } $1 == e + 1 { e = $1; next } { printf "%s,", (s == e ? s : s "-" e); s = $1; e = $1 } END { printf "%s", (s == e ? s : s "-" e) }')"
+        printf '%s:%s' "$host" "$(kernel_form "${cpus_of[$r]}")"
     done
 }
 
@@ -136,12 +140,16 @@ preview() {
     np=$(wc -l < "$work/out")
     json=$("$lama" map "${topo[@]}" --np "$np" --node-names "$(IFS=,; echo "${hosts[*]}")" "$@" --json) \
         || { fail "preview: lama map failed"; echo PREVIEW-FAILED; return 1; }
-    echo "$json" | jq -er '[.nodes[].name] as $n | [.processes | sort_by(.rank)[]
-            | "\($n[.node]):\(.cpus | map(tostring) | join(","))"] | select(length > 0) | join(" ")' \
-        | awk '{ for (i = 1; i <= NF; i++) { split($i, a, ":"); n = split(a[2], c, ","); out = ""; s = c[1]; e = c[1]
-                 for (k = 2; k <= n; k++) { if (c[k] == e + 1) { e = c[k] } else { out = out (s == e ? s : s "-" e) ","; s = c[k]; e = c[k] } }
-                 printf "%s%s:%s%s", (i > 1 ? " " : ""), a[1], out, (s == e ? s : s "-" e) } }' \
+    local rows
+    rows=$(echo "$json" | jq -er '[.nodes[].name] as $n | [.processes | sort_by(.rank)[]
+            | "\($n[.node]) \(.cpus | map(tostring) | join(","))"] | select(length > 0) | .[]') \
         || { fail "preview: lama map gave no processes"; echo PREVIEW-FAILED; return 1; }
+    local first=1 list
+    while read -r h list; do
+        [ $first -eq 1 ] || printf ' '
+        first=0
+        printf '%s:%s' "$h" "$(kernel_form "$list")"
+    done <<< "$rows"
 }
 
 job_state() { as_user squeue -h -j "$1" -o %T 2>/dev/null; }

@@ -112,7 +112,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         .map_err(|e| Failure::Usage(format!("--gpus: {e}")))?;
     // srun deals the ranks to the nodes (block unless --distribution says otherwise); each
     // node places its own, in ascending rank order.
-    let ranks = match rank_split(args, &nodes, cpu_unit(args))? {
+    let ranks = match rank_split(args, &all_nodes, cpu_unit(args))? {
         Some(split) => split.ranks,
         None => vec![(0..args.np).collect()],
     };

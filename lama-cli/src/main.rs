@@ -403,22 +403,17 @@ impl Restrictions {
         Ok(Restrictions { all, per_node })
     }
 
-    /// Refuses a NODE that names none of the nodes: a name from `names`, or with `by_index`
-    /// an index below `count`.
-    pub(crate) fn check(
-        &self,
-        names: Option<&[String]>,
-        count: usize,
-        by_index: bool,
-    ) -> Result<(), Failure> {
+    /// Refuses a NODE that names none of the `count` nodes: a name from `names`, or an index
+    /// below `count`.
+    pub(crate) fn check(&self, names: Option<&[String]>, count: usize) -> Result<(), Failure> {
         for (node, list) in &self.per_node {
             let named = names.is_some_and(|n| n.iter().any(|n| n == node));
-            let indexed = by_index && node.parse::<usize>().is_ok_and(|k| k < count);
+            let indexed = node.parse::<usize>().is_ok_and(|k| k < count);
             if !named && !indexed {
-                let way = match (names.is_some(), by_index) {
-                    (true, true) => format!("a name from --node-names or an index 0-{}", count - 1),
-                    (true, false) => "a name from --node-names".to_string(),
-                    (false, _) => format!("an index 0-{} (or give --node-names)", count - 1),
+                let way = if names.is_some() {
+                    format!("a name from --node-names or an index 0-{}", count - 1)
+                } else {
+                    format!("an index 0-{} (or give --node-names)", count - 1)
                 };
                 return Err(Failure::Usage(format!(
                     "--restrict {node}={list}: {node} is not one of the {count} node(s); name \
@@ -442,10 +437,6 @@ impl Restrictions {
     pub(crate) fn all(&self) -> Option<&CpuList> {
         self.all.as_ref()
     }
-
-    pub(crate) fn per_node(&self) -> bool {
-        !self.per_node.is_empty()
-    }
 }
 
 /// The nodes of a preview: their distinct machines (each --topology, restricted), which
@@ -465,6 +456,11 @@ impl Nodes {
     /// The distinct machines (a node's own restriction makes it one of them).
     pub(crate) fn machines(&self) -> &[Machine] {
         &self.machines
+    }
+
+    /// Which of [`Self::machines`] each node is, in node order.
+    pub(crate) fn machine_of(&self) -> &[usize] {
+        &self.of_node
     }
 }
 
@@ -503,7 +499,7 @@ pub(crate) fn nodes_of(args: &MapArgs) -> Result<Nodes, Failure> {
         }
         None => None,
     };
-    restrict.check(names.as_deref(), count, true)?;
+    restrict.check(names.as_deref(), count)?;
     // The restriction for every node applies to each --topology once; a node with its own
     // gets a machine of its own.
     let mut machines = machines
@@ -514,17 +510,15 @@ pub(crate) fn nodes_of(args: &MapArgs) -> Result<Nodes, Failure> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut of_node: Vec<usize> = (0..count).map(|n| n.min(machines.len() - 1)).collect();
-    if restrict.per_node() {
-        for (n, k) in of_node.iter_mut().enumerate() {
-            let name = names.as_ref().map(|v| v[n].as_str());
-            if let Some(r) = restrict.own(n, name) {
-                let label = match name {
-                    Some(name) => format!("--restrict (node {n}, {name})"),
-                    None => format!("--restrict (node {n})"),
-                };
-                machines.push(restricted(machines[*k].clone(), r, &label)?);
-                *k = machines.len() - 1;
-            }
+    for (n, k) in of_node.iter_mut().enumerate() {
+        let name = names.as_ref().map(|v| v[n].as_str());
+        if let Some(r) = restrict.own(n, name) {
+            let label = match name {
+                Some(name) => format!("--restrict (node {n}, {name})"),
+                None => format!("--restrict (node {n})"),
+            };
+            machines.push(restricted(machines[*k].clone(), r, &label)?);
+            *k = machines.len() - 1;
         }
     }
     Ok(Nodes {
@@ -656,18 +650,18 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         }
         other => Failure::Place(other.to_string()),
     };
-    let split = rank_split(&args, &nodes, unit)?;
+    let split = rank_split(&args, &all_nodes, unit)?;
     let placement = match &split {
         None => place_on(&nodes, &req, args.np, exact).map_err(failure)?,
         // As srun and the plugin do: ranks dealt to nodes first, each node's placed there.
         Some(split) => {
             // Nodes of one machine with as many ranks are placed once.
             let mut parts = Vec::new();
-            let mut done: std::collections::HashMap<(*const Machine, usize), usize> =
+            let mut done: std::collections::HashMap<(usize, usize), usize> =
                 std::collections::HashMap::new();
             let mut of_node = Vec::with_capacity(nodes.len());
             for (n, (&m, ranks)) in nodes.iter().zip(&split.ranks).enumerate() {
-                let key = (m as *const Machine, ranks.len());
+                let key = (all_nodes.machine_of()[n], ranks.len());
                 if let Some(&k) = done.get(&key) {
                     of_node.push(k);
                     continue;
@@ -892,9 +886,10 @@ pub(crate) fn lama_order(args: &MapArgs) -> bool {
 /// ranks over the nodes itself) and on one node without any of these options.
 pub(crate) fn rank_split(
     args: &MapArgs,
-    nodes: &[&Machine],
+    all_nodes: &Nodes,
     unit: CpuUnit,
 ) -> Result<Option<RankSplit>, Failure> {
+    let nodes = all_nodes.machine_of();
     let counted = args.tasks_per_node.is_some() || args.ntasks_per_node.is_some();
     if lama_order(args) {
         if counted {
@@ -936,25 +931,22 @@ pub(crate) fn rank_split(
         }
         None => {
             // What each node can run: its available CPUs (as Slurm counts them) per task,
-            // capped by --ntasks-per-node, as slurm_step_layout.c computes it. Nodes that
-            // share a machine are counted once.
-            let mut seen: Vec<(*const Machine, u32)> = Vec::new();
+            // capped by --ntasks-per-node, as slurm_step_layout.c computes it; counted once
+            // per distinct machine.
+            let per_machine: Vec<u32> = all_nodes
+                .machines()
+                .iter()
+                .map(|m| {
+                    let logical: Vec<u32> = (0..m.pus().len() as u32)
+                        .filter(|&p| m.pus()[p as usize].available)
+                        .collect();
+                    cpus_covered(m, &logical, unit)
+                })
+                .collect();
             let cpus: Vec<u32> = nodes
                 .iter()
-                .map(|&m| {
-                    let key = m as *const Machine;
-                    let c = match seen.iter().find(|(k, _)| *k == key) {
-                        Some(&(_, c)) => c,
-                        None => {
-                            let logical: Vec<u32> = (0..m.pus().len() as u32)
-                                .filter(|&p| m.pus()[p as usize].available)
-                                .collect();
-                            let c = cpus_covered(m, &logical, unit);
-                            seen.push((key, c));
-                            c
-                        }
-                    };
-                    let c = (c / args.cpus_per_task.max(1)).max(1);
+                .map(|&k| {
+                    let c = (per_machine[k] / args.cpus_per_task.max(1)).max(1);
                     // Slurm passes --ntasks-per-node in the plane size, so plane=P keeps the
                     // node's CPUs.
                     match (args.ntasks_per_node, distribution) {

@@ -169,7 +169,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     };
     // Per-node restrictions: CPULIST for all, NODE=CPULIST for one.
     let restrict = Restrictions::parse(&args.restrict)?;
-    restrict.check(Some(&names), names.len(), true)?;
+    restrict.check(Some(&names), names.len())?;
     let specs: Vec<String> = match args.topologies.len() {
         1 => names
             .iter()

@@ -95,30 +95,6 @@ impl Distribution {
         Ok((d, rest.filter(|r| !r.is_empty())))
     }
 
-    /// How many tasks each of `nodes` nodes gets from `srun -N nodes -n tasks` on nodes alike:
-    /// as evenly as possible for block and cyclic ([`even_split`]), `P` at a time in turn for
-    /// `plane=P`.
-    pub fn counts(self, nodes: usize, tasks: u32) -> Vec<u32> {
-        match self {
-            Distribution::Block | Distribution::Cyclic => even_split(nodes, tasks),
-            Distribution::Plane(p) => {
-                let mut counts = vec![0u32; nodes.max(1)];
-                let mut left = tasks;
-                'deal: loop {
-                    for c in &mut counts {
-                        if left == 0 {
-                            break 'deal;
-                        }
-                        let k = p.min(left);
-                        *c += k;
-                        left -= k;
-                    }
-                }
-                counts
-            }
-        }
-    }
-
     /// How many tasks each node gets from srun when node `i` can run `cpus[i]` tasks (its
     /// allocated CPUs divided by `--cpus-per-task`, at least 1, capped by `--ntasks-per-node`),
     /// as Slurm lays a step out (`_task_layout_block`, `_task_layout_cyclic` and
@@ -435,7 +411,7 @@ mod tests {
     #[test]
     fn srun_deals_ranks_to_nodes() {
         // Worked by hand: -N3 -n7.
-        assert_eq!(Distribution::Block.counts(3, 7), [3, 2, 2]);
+        assert_eq!(Distribution::Block.slurm_counts(&[4, 4, 4], 7), [3, 2, 2]);
         assert_eq!(
             Distribution::Block.ranks(&[3, 2, 2]),
             [vec![0, 1, 2], vec![3, 4], vec![5, 6]]
@@ -446,13 +422,13 @@ mod tests {
         );
         // plane=2 over 3 nodes, 7 tasks: 0,1 | 2,3 | 4,5 | then 6 on node 0.
         let plane = Distribution::Plane(2);
-        assert_eq!(plane.counts(3, 7), [3, 2, 2]);
+        assert_eq!(plane.slurm_counts(&[4, 4, 4], 7), [3, 2, 2]);
         assert_eq!(
             plane.ranks(&[3, 2, 2]),
             [vec![0, 1, 6], vec![2, 3], vec![4, 5]]
         );
         // plane=4, -N2 -n6: the first node takes 4, not 3.
-        assert_eq!(Distribution::Plane(4).counts(2, 6), [4, 2]);
+        assert_eq!(Distribution::Plane(4).slurm_counts(&[8, 8], 6), [4, 2]);
         // Counts given (SLURM_TASKS_PER_NODE) with a node left empty.
         assert_eq!(
             Distribution::Cyclic.ranks(&[2, 0, 1]),

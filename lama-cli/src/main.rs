@@ -19,6 +19,7 @@ mod color;
 mod gpu;
 mod manual;
 mod plan;
+mod verify;
 use lama_plan::hostlist;
 
 #[derive(Parser, Debug)]
@@ -46,6 +47,11 @@ enum Command {
     /// Communication-aware placement: map a communication matrix onto the nodes and their
     /// network with Scotch, guarded by LAMA layouts; write a plan for `srun --lama-plan`.
     Plan(Box<plan::PlanArgs>),
+    /// Run as a task of a placed step (`srun --lama-map=... lama verify`): compare what the
+    /// task really has (every thread's CPUs, its memory policy and pages, the GPUs it may open,
+    /// its variables) with what LAMA placed for it; with a program after `--`, watch the
+    /// program's threads while it runs.
+    Verify(Box<verify::VerifyArgs>),
     /// Show a topology as the engine sees it: levels in containment order, widths, available PUs.
     Topology {
         /// An hwloc XML file, an hwloc synthetic description, or `host`.
@@ -272,6 +278,8 @@ pub(crate) enum Failure {
     Usage(String),
     /// The request cannot be placed: exit 1.
     Place(String),
+    /// Already reported (`lama verify`): exit with this status.
+    Status(u8),
 }
 
 fn main() -> ExitCode {
@@ -293,6 +301,7 @@ fn main() -> ExitCode {
             eprintln!("{} {msg}", color::error_prefix());
             ExitCode::from(1)
         }
+        Err(Failure::Status(code)) => ExitCode::from(code),
     }
 }
 
@@ -300,6 +309,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Map(args) => map(*args),
         Command::Plan(args) => plan::run(*args),
+        Command::Verify(args) => verify::run(*args),
         Command::Topology { topology, restrict } => {
             let machine = load(&topology)?;
             let machine = match restrict {
@@ -670,6 +680,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 parts.push(part.map_err(|f| match f {
                     Failure::Usage(e) => Failure::Usage(format!("node {n}: {e}")),
                     Failure::Place(e) => Failure::Place(format!("node {n}: {e}")),
+                    status @ Failure::Status(_) => status,
                 })?);
                 done.insert(key, parts.len() - 1);
                 of_node.push(parts.len() - 1);

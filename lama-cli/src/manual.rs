@@ -10,7 +10,8 @@ pub const EXIT_STATUS: [(&str, &str); 3] = [
     (
         "1",
         "the request cannot be placed (too many processes for the positions, an empty cpuset), \
-         or a file cannot be written",
+         or a file cannot be written; for lama verify, a task differs from its placement \
+         (with a program, the program's own failure status is passed on instead)",
     ),
     (
         "2",
@@ -27,6 +28,10 @@ Then \"request\" (layout, bind, mppr, order, np, membind as placed), \"nodes\" (
 --node-names or the topology's, topology, pus, available: OS indexes) and, when a topology has \
 I/O objects, \"devices\" (node, kind gpu or nic, index, vendor, bus_id, uuid, names, near, \
 cpus, ranks bound inside). \
+lama verify --json prints one object per task: {\"rank\":3,\"node\":\"node1\",\"agrees\":true,\
+\"bind\":\"1c\",\"cpus\":[3],\"threads\":[{\"pid\":P,\"tid\":T,\"name\":N,\"cpus\":[3]}],\
+\"pages\":{\"0\":412},\"differences\":[]}, with membind, mems and policy when memory is \
+bound, gpus and gpus_open with LAMA_GPUS, expected with --expect. \
 lama plan --json prints {\"processes\":[...],\"cost\":{\"winner\":NAME,\"plan\":COST,\
 \"candidates\":{NAME:COST or null,...}}}. Fields are only ever added.";
 
@@ -80,6 +85,8 @@ lama map -t a.xml -t b.xml --np 6 --map scbnh --node-names n[1-2] --restrict n2=
 lama map --topology node.xml --np 8 --cpus-per-task 2 --map scbnh --env --omp
 lama map --topology node.xml --nodes 4000 --np 288000 --map scbnh --ranks 1000-1099
 lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml --node-names node[1-4] --out job
+srun -N2 -n8 --lama-map=scbnh lama verify --json | lama verify --collect --np 8
+srun -n4 --lama-map=scbnh lama verify -- ./app
 lama topology host
 lama export /etc/slurm/topology/$(hostname -s).xml
 lama completions bash > /usr/share/bash-completion/completions/lama";

@@ -613,6 +613,69 @@ t_preview_is_srun() {
     assert_eq "beside the held CPU" "$(preview --map scbnh --restrict node3=1)" "$(actual_cpus)"
 }
 
+t_verify() {
+    # `lama verify` as each task of the step: what every thread runs on, the variables, the
+    # GPUs, against the task's LAMA_* and the preview (`lama map --json` with srun's options,
+    # copied to each node); `--collect` sums the step up, and fails on empty input.
+    local h rc
+    "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
+        --node-names node1,node2,node3 --np 5 --map scbnh --json > "$work/preview.json" || fail "lama map failed" || return 1
+    "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
+        --node-names node1,node2,node3 --np 5 --map scbnh -d cyclic --json > "$work/cyclic.json" || fail "lama map -d cyclic failed" || return 1
+    for h in node1 node2 node3; do
+        on "$h" sh -c 'cat > /tmp/lama-preview.json && chmod 644 /tmp/lama-preview.json' < "$work/preview.json" || return 1
+        on "$h" sh -c 'cat > /tmp/lama-cyclic.json && chmod 644 /tmp/lama-cyclic.json' < "$work/cyclic.json" || return 1
+    done
+    as_user srun --exclusive -N3 -n5 --lama-map=scbnh lama verify --expect /tmp/lama-preview.json --json > "$work/out" 2> "$work/err" \
+        || fail "lama verify in the step failed: $(cat "$work/out" "$work/err")" || return 1
+    "$lama" verify --collect --np 5 < "$work/out" > "$work/sum" || fail "collect: $(cat "$work/sum")" || return 1
+    assert_eq "the step confirms the preview" "lama verify: 5 tasks on 3 nodes: 5 agree" "$(cat "$work/sum")" || return 1
+    "$lama" verify --collect < /dev/null > /dev/null && { fail "--collect passed on no input"; return 1; }
+    # A preview of another distribution (cyclic; srun dealt block) is caught: rank 1 is on
+    # node1's CPU 1, the preview puts it on node2.
+    as_user srun --exclusive -N3 -n5 --lama-map=scbnh lama verify --expect /tmp/lama-cyclic.json > "$work/out" 2> "$work/err" \
+        && { fail "lama verify passed against the cyclic preview"; return 1; }
+    grep -q "^lama verify: rank 1 on node1: DIFFERS: the preview gives rank 1 CPUs 0, the plugin bound 1$" "$work/out" \
+        || fail "no difference for rank 1: $(cat "$work/out")" || return 1
+    # An affinity changed behind the task's back (taskset inside the task) is caught; the same
+    # step without it agrees.
+    for h in "" taskset; do
+        as_user srun -w node1 -N1 -n2 --exclusive --lama-map=scbnh bash -c \
+            "${h:+taskset -pc \$((1 - SLURM_LOCALID)) \$\$ > /dev/null && }exec lama verify" > "$work/out" 2> "$work/err"
+        rc=$?
+        sort -o "$work/out" "$work/out"
+        if [ -z "$h" ]; then
+            [ $rc -eq 0 ] || fail "lama verify failed: $(cat "$work/out" "$work/err")" || return 1
+            assert_eq "untouched tasks" "lama verify: rank 0 on node1: agrees: 1 thread on CPUs 0 (1c)
+lama verify: rank 1 on node1: agrees: 1 thread on CPUs 1 (1c)" "$(cat "$work/out")" || return 1
+        else
+            [ $rc -ne 0 ] || fail "lama verify passed after taskset: $(cat "$work/out")" || return 1
+            assert_eq "after taskset" "rank 0 on node1: DIFFERS: thread runs on CPUs 1, not LAMA_CPUS 0
+rank 1 on node1: DIFFERS: thread runs on CPUs 0, not LAMA_CPUS 1" \
+                "$(sed 's/^lama verify: //; s/thread [0-9]* (lama) of pid [0-9]*/thread/' "$work/out")" || return 1
+        fi
+    done
+    # A thread started before the binding keeps the wide mask (latethread before), one started
+    # after it agrees; lama verify watches the program's threads while it runs.
+    for h in after before; do
+        as_user srun -w node1 -N1 -n1 --exclusive --lama-map=scbnh lama verify -- /opt/lama-tests/latethread $h 1 > "$work/out" 2> "$work/err"
+        rc=$?
+        if [ $h == after ]; then
+            [ $rc -eq 0 ] || fail "latethread after: $(cat "$work/out" "$work/err")" || return 1
+            assert_eq "latethread after" "lama verify: rank 0 on node1: agrees: 2 threads on CPUs 0 (1c)" "$(cat "$work/out")" || return 1
+        else
+            [ $rc -ne 0 ] || fail "latethread before passed: $(cat "$work/out")" || return 1
+            assert_eq "latethread before" "lama verify: rank 0 on node1: DIFFERS: thread runs on CPUs 0-1, not LAMA_CPUS 0" \
+                "$(sed 's/thread [0-9]* (latethread) of pid [0-9]*/thread/' "$work/out")" || return 1
+        fi
+    done
+    # GPUs: with --gpu-bind=none each task may open the node's four GPUs, and names its own.
+    as_user srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=none --lama-map=gcsbnh lama verify > "$work/out" 2> "$work/err" \
+        || fail "lama verify of a GPU step failed: $(cat "$work/out" "$work/err")" || return 1
+    assert_eq "GPU step" "2" "$(grep -cE '^lama verify: rank [01] on node1: agrees: 1 thread on CPUs [01] \(1s\), GPUs [0-3] \(4 device\(s\) open\)$' "$work/out")" \
+        || fail "$(cat "$work/out")"
+}
+
 # --- communication-aware plans -----------------------------------------------------------------
 
 # plan_for NAME MATRIX-TEXT: `lama plan` for -N3 -n6 over the three nodes' topologies, written
@@ -1078,7 +1141,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_bad_site_configuration t_node_configuration_error_fails_the_job_not_the_node t_topology_sources t_topology_cache t_install_refuses_other_slurm
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
-    t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_plan_ring_and_stencil
+    t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil
     t_plan_in_batch t_plan_of_1000_ranks t_bad_plan_refused t_odd_environment t_gpu_placement
     t_cpu_bind_and_lama
     t_daemons_still_up)

@@ -619,9 +619,9 @@ t_verify() {
     # copied to each node); `--collect` sums the step up, and fails on empty input.
     local h rc
     "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
-        --node-names node1,node2,node3 --np 5 --map scbnh --json > "$work/preview.json" || fail "lama map failed" || return 1
+        --node-names node1,node2,node3 --np 5 --map scbnh --json > "$work/preview.json" 2> "$work/map.err" || fail "lama map failed" || return 1
     "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
-        --node-names node1,node2,node3 --np 5 --map scbnh -d cyclic --json > "$work/cyclic.json" || fail "lama map -d cyclic failed" || return 1
+        --node-names node1,node2,node3 --np 5 --map scbnh -d cyclic --json > "$work/cyclic.json" 2> "$work/map.err" || fail "lama map -d cyclic failed" || return 1
     for h in node1 node2 node3; do
         on "$h" sh -c 'cat > /tmp/lama-preview.json && chmod 644 /tmp/lama-preview.json' < "$work/preview.json" || return 1
         on "$h" sh -c 'cat > /tmp/lama-cyclic.json && chmod 644 /tmp/lama-cyclic.json' < "$work/cyclic.json" || return 1
@@ -656,9 +656,10 @@ rank 1 on node1: DIFFERS: thread runs on CPUs 0, not LAMA_CPUS 1" \
         fi
     done
     # A thread started before the binding keeps the wide mask (latethread before), one started
-    # after it agrees; lama verify watches the program's threads while it runs.
+    # after it agrees; lama verify watches the program's threads while it runs. (-c2 gives the
+    # step both CPUs, --lama-bind=1c binds the task to one: the wide mask is the step's.)
     for h in after before; do
-        as_user srun -w node1 -N1 -n1 --exclusive --lama-map=scbnh lama verify -- /opt/lama-tests/latethread $h 1 > "$work/out" 2> "$work/err"
+        as_user srun -w node1 -N1 -n1 -c2 --exclusive --lama-map=scbnh --lama-bind=1c lama verify -- /opt/lama-tests/latethread $h 1 > "$work/out" 2> "$work/err"
         rc=$?
         if [ $h == after ]; then
             [ $rc -eq 0 ] || fail "latethread after: $(cat "$work/out" "$work/err")" || return 1
@@ -672,7 +673,7 @@ rank 1 on node1: DIFFERS: thread runs on CPUs 0, not LAMA_CPUS 1" \
     # GPUs: with --gpu-bind=none each task may open the node's four GPUs, and names its own.
     as_user srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=none --lama-map=gcsbnh lama verify > "$work/out" 2> "$work/err" \
         || fail "lama verify of a GPU step failed: $(cat "$work/out" "$work/err")" || return 1
-    assert_eq "GPU step" "2" "$(grep -cE '^lama verify: rank [01] on node1: agrees: 1 thread on CPUs [01] \(1s\), GPUs [0-3] \(4 device\(s\) open\)$' "$work/out")" \
+    assert_eq "GPU step" "2" "$(grep -cE '^lama verify: rank [01] on node1: agrees: 1 thread on CPUs [01] \(1c\), GPUs [0-3] \(4 device\(s\) open\)$' "$work/out")" \
         || fail "$(cat "$work/out")"
 }
 

@@ -297,7 +297,21 @@ t_membind() {
     mem_whole -n2 --lama-map=scbnh --lama-bind=1s --lama-membind=preferred || return 1
     assert_eq "preferred, two nodes" "0 0-1 preferred 0-3 prefer (many):0-1
 1 2-3 preferred 0-3 prefer (many):2-3" "$(awk '{ print $1, $2, $3, $4, $5, $6 }' "$work/out")" || return 1
-    assert_eq "pages on the preferred nodes" "2" "$(awk '($1 == 0 && $7 ~ /^[01](,[01])?$/) || ($1 == 1 && $7 ~ /^[23](,[23])?$/)' "$work/out" | wc -l)"
+    assert_eq "pages on the preferred nodes" "2" "$(awk '($1 == 0 && $7 ~ /^[01](,[01])?$/) || ($1 == 1 && $7 ~ /^[23](,[23])?$/)' "$work/out" | wc -l)" || return 1
+    # lama verify watching a program that fills 64 MiB: the policy and the pages agree with
+    # each task's LAMA_MEMS; a program that drops its policy (set_mempolicy(MPOL_DEFAULT), x86-64
+    # system call 238) differs.
+    local fill='$x = "a" x (64 << 20); sleep 1' quiet='s/CPUs [0-9,-]* /CPUs C /; s/pages: [0-9]* on/pages: P on/; s/^lama verify: rank \([0-9]\) on [^:]*:/\1:/'
+    as_user salloc -N1 --exclusive srun -n4 --lama-map=Nscbnh --lama-bind=1c --lama-membind=local lama verify -- perl -e "$fill" \
+        > "$work/out" 2> "$work/err" || fail "lama verify, local: $(cat "$work/out" "$work/err")" || return 1
+    assert_eq "lama verify, local" "0: agrees: 1 thread on CPUs C (1c), memory bind:0 (anonymous pages: P on 0)
+1: agrees: 1 thread on CPUs C (1c), memory bind:1 (anonymous pages: P on 1)
+2: agrees: 1 thread on CPUs C (1c), memory bind:2 (anonymous pages: P on 2)
+3: agrees: 1 thread on CPUs C (1c), memory bind:3 (anonymous pages: P on 3)" "$(sed "$quiet" "$work/out" | sort)" || return 1
+    as_user salloc -N1 --exclusive srun -n4 --lama-map=Nscbnh --lama-bind=1c --lama-membind=local lama verify -- perl -e "syscall(238, 0, 0, 0) == 0 or die; $fill" \
+        > "$work/out" 2> "$work/err" && { fail "lama verify passed a program without its memory policy"; return 1; }
+    assert_eq "lama verify, policy dropped" "4" "$(grep -c 'DIFFERS: the memory policy is default, not bind to LAMA_MEMS [0-3] (LAMA_MEMBIND local)' "$work/out")" \
+        || fail "$(cat "$work/out" "$work/err")"
 }
 
 t_cpus_per_task() {

@@ -618,7 +618,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             (per_node[0], true)
         }
         // The built-in default never shares CPUs either (falling back to one CPU per task).
-        None => (Bind::default(), true),
+        None => (Bind::default_for(&layout), true),
     };
     let req = Request {
         layout,

@@ -42,7 +42,8 @@ The layout (--map) is a string of level tokens, innermost (fastest-varying) firs
   n node  b board  s socket (package)  D die  N NUMA node  L3 L2 L1 caches  c core  h hardware thread
 Ranks are dealt round-robin over the leftmost level; each time it wraps, the next level
 advances. n and h are added at the end when missing. Aliases: core = csbnh, socket = scbnh,
-numa = Nscbnh, node = nscbh, hwthread = hcsbn, l3cache = L3csbnh.
+numa = Nscbnh, node = nscbh, hwthread = hcsbn (binds 1h unless --bind), l3cache = L3scbnh
+(as Open MPI's --map-by of the same word).
 
 Worked example: 2 nodes of 2 sockets x 2 cores (\"pack:2 core:2 pu:1\": cores P#0-1 in socket
 0, P#2-3 in socket 1), 4 ranks, one core each:

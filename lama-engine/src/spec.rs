@@ -15,13 +15,16 @@ pub struct Layout {
     levels: Vec<Level>,
 }
 
-/// The aliases of `--lama-map`, with the layout each stands for.
+/// The aliases of `--lama-map`, with the layout each stands for. Each places as Open MPI's
+/// `--map-by` of the same name: round-robin over the node's objects of that kind in logical
+/// order (a cache alias goes over every socket's caches before a second core of any cache:
+/// `L3scbnh`, not `L3csbnh`, which would fill one socket's caches twice first).
 pub const MAP_ALIASES: [(&str, &str); 8] = [
     ("hwthread", "hcsbn"),
     ("core", "csbnh"),
-    ("l1cache", "L1csbnh"),
-    ("l2cache", "L2csbnh"),
-    ("l3cache", "L3csbnh"),
+    ("l1cache", "L1scbnh"),
+    ("l2cache", "L2scbnh"),
+    ("l3cache", "L3scbnh"),
     ("numa", "Nscbnh"),
     ("socket", "scbnh"),
     ("node", "nscbh"),
@@ -234,11 +237,26 @@ pub enum Bind {
 }
 
 impl Default for Bind {
-    /// `1c`, the default when only a layout is given.
+    /// `1c`, the default when only a layout is given (see [`Bind::default_for`]).
     fn default() -> Self {
         Bind::Width {
             count: 1,
             level: Level::Core,
+        }
+    }
+}
+
+impl Bind {
+    /// The binding when only `layout` is given: `1h` for a layout whose innermost level is the
+    /// hardware thread (the alias `hwthread`, `hcsbn`: consecutive ranks on one core's threads,
+    /// each bound to its own, as Open MPI's `--map-by hwthread` binds to the thread), else `1c`.
+    pub fn default_for(layout: &Layout) -> Bind {
+        match layout.levels().first() {
+            Some(Level::Hwthread) => Bind::Width {
+                count: 1,
+                level: Level::Hwthread,
+            },
+            _ => Bind::default(),
         }
     }
 }

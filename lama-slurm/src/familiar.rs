@@ -60,12 +60,90 @@ pub fn familiar_layout(input: &str) -> Option<String> {
         "threads" | "hwthreads" => "the layout hcsbn (alias hwthread) places one rank per \
              hardware thread in order"
             .to_string(),
-        _ if lower.starts_with("ppr:") => format!(
-            "'{input}' is Open MPI's --map-by ppr:N:resource; in LAMA that is a layout plus \
-             --lama-mppr N:token (e.g. --lama-map=scbnh --lama-mppr=2:s)"
-        ),
+        _ if lower.contains(':') => return open_mpi_map_by(input, &lower),
         _ => return None,
     })
+}
+
+/// LAMA's token and map alias for an Open MPI object name (`--map-by`, `ppr:N:OBJ`).
+fn open_mpi_object(name: &str) -> Option<(&'static str, &'static str)> {
+    Some(match name {
+        "hwthread" => ("h", "hwthread"),
+        "core" => ("c", "core"),
+        "l1cache" => ("L1", "l1cache"),
+        "l2cache" => ("L2", "l2cache"),
+        "l3cache" => ("L3", "l3cache"),
+        "numa" => ("N", "numa"),
+        "package" | "socket" => ("s", "socket"),
+        "node" => ("n", "node"),
+        _ => return None,
+    })
+}
+
+/// Open MPI's `--map-by OBJ:PE=n` and `ppr:N:OBJ[:PE=n]` translated into LAMA options:
+/// `PE=n` (n processing elements per process, cores unless --use-hwthread-cpus) is the width
+/// `nc`; `ppr:N:OBJ` (N processes on each OBJ, filled in turn in logical order) is the layout
+/// `csbnh` (cores in logical order; `hcsbn` when OBJ is a core or a thread) closed after N
+/// per object by the MPPR limit `N:TOKEN`.
+fn open_mpi_map_by(input: &str, lower: &str) -> Option<String> {
+    let parts: Vec<&str> = lower.split(':').collect();
+    let pe = parts
+        .iter()
+        .find_map(|p| p.strip_prefix("pe="))
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|n| *n > 0);
+    let bind = pe.map_or_else(String::new, |n| format!(" --lama-bind={n}c"));
+    let pe_text = pe.map_or_else(String::new, |n| {
+        format!(", {n} cores each (PE={n}; {n}h with --use-hwthread-cpus)")
+    });
+    if parts[0] == "ppr" {
+        let translated = match (
+            parts.get(1).and_then(|n| n.parse::<u32>().ok()),
+            parts.get(2),
+        ) {
+            (Some(n), Some(obj)) if n > 0 => open_mpi_object(obj).map(|(token, _)| {
+                let layout = if token == "h" || token == "c" {
+                    "hcsbn"
+                } else {
+                    "csbnh"
+                };
+                format!(
+                    "'{input}' is Open MPI's --map-by ppr: {n} processes on each {obj}{pe_text}; \
+                     in LAMA that is --lama-map={layout} --lama-mppr={n}:{token}{bind} (lama \
+                     map --map {layout} --mppr {n}:{token}{})",
+                    pe.map_or_else(String::new, |p| format!(" --bind {p}c"))
+                )
+            }),
+            _ => None,
+        };
+        return Some(translated.unwrap_or_else(|| {
+            format!(
+                "'{input}' is Open MPI's --map-by ppr:N:resource; in LAMA that is a layout plus \
+                 --lama-mppr N:token (e.g. --lama-map=csbnh --lama-mppr=2:s for ppr:2:package)"
+            )
+        }));
+    }
+    let (_, alias) = open_mpi_object(parts[0])?;
+    let pe = pe?;
+    Some(format!(
+        "'{input}' is Open MPI's --map-by {}:PE={pe}: round-robin over the {}s{pe_text}; in \
+         LAMA that is --lama-map={alias}{bind} (lama map --map {alias} --bind {pe}c)",
+        parts[0], parts[0]
+    ))
+}
+
+/// Open MPI's `PE=n` given as a binding: the width `nc`.
+fn open_mpi_pe(input: &str, lower: &str) -> Option<String> {
+    let n = lower
+        .strip_prefix("pe=")?
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 0)?;
+    Some(format!(
+        "'{input}' is Open MPI's PE={n} modifier ({n} processing elements per process, cores \
+         unless --use-hwthread-cpus); in LAMA that is the width {n}c (or {n}h for hardware \
+         threads)"
+    ))
 }
 
 /// What a binding spelled as in Slurm (`--cpu-bind`) or Open MPI (`--bind-to`) means in LAMA.
@@ -77,7 +155,7 @@ pub fn familiar_bind(input: &str) -> Option<String> {
         "threads" | "hwthreads" => ("1h", "one hardware thread"),
         "ldoms" | "ldom" => ("1N", "one NUMA node"),
         "boards" => ("1b", "one board"),
-        _ => return None,
+        _ => return open_mpi_pe(input, &lower),
     };
     Some(format!(
         "'{input}' is Slurm's --cpu-bind or Open MPI's --bind-to; in LAMA that is the width \
@@ -97,7 +175,26 @@ mod tests {
         assert!(reason("block").contains("-m block:cyclic is scbnh"));
         assert!(reason("cyclic").contains("-m cyclic:cyclic is nscbh"));
         assert!(reason("block:cyclic").contains("scbnh"));
-        assert!(reason("ppr:2:socket").contains("--lama-mppr"));
+        assert_eq!(
+            reason("ppr:2:socket:PE=4"),
+            "'ppr:2:socket:PE=4' is Open MPI's --map-by ppr: 2 processes on each socket, 4 cores \
+             each (PE=4; 4h with --use-hwthread-cpus); in LAMA that is --lama-map=csbnh \
+             --lama-mppr=2:s --lama-bind=4c (lama map --map csbnh --mppr 2:s --bind 4c)"
+        );
+        assert!(reason("ppr:2:package").contains("--lama-map=csbnh --lama-mppr=2:s (lama"));
+        assert!(reason("ppr:1:core").contains("--lama-map=hcsbn --lama-mppr=1:c"));
+        assert!(reason("ppr:x:socket").contains("a layout plus --lama-mppr N:token"));
+        assert!(reason("socket:PE=2").contains("in LAMA that is --lama-map=socket --lama-bind=2c"));
+        assert!(reason("l3cache:pe=3").contains("--lama-map=l3cache --lama-bind=3c"));
+        assert_eq!(
+            explain(Bind::parse("PE=4").unwrap_err()).reason,
+            "'PE=4' is Open MPI's PE=4 modifier (4 processing elements per process, cores \
+             unless --use-hwthread-cpus); in LAMA that is the width 4c (or 4h for hardware \
+             threads)"
+        );
+        assert!(explain(Bind::parse("PE=0").unwrap_err())
+            .reason
+            .contains("unknown token"));
         assert!(reason("package").contains("scbnh (alias socket)"));
         let bind = |s: &str| explain(Bind::parse(s).unwrap_err()).reason;
         assert!(bind("cores").contains("the width 1c"));

@@ -55,7 +55,7 @@ pub fn request(
     let layout = layout.map_err(show)?;
     let bind_asked = bind.is_some();
     let bind = match bind {
-        None => Some(Bind::default()),
+        None => Some(Bind::default_for(&layout)),
         Some(b) if is_gpu_bind(b) => None,
         Some(b) => Some(Bind::parse(b).map_err(show)?),
     };

@@ -111,10 +111,11 @@ impl fmt::Display for RequestError {
 impl std::error::Error for RequestError {}
 
 impl StepRequest {
-    /// The binding in force: the one asked for, else the built-in `1c`. In slurmstepd the
-    /// plugin replaces `bind` by [`effective_bind`]'s answer once the node is known.
+    /// The binding in force: the one asked for, else the built-in default for the layout
+    /// (`1c`; `1h` for a layout led by `h`). In slurmstepd the plugin replaces `bind` by
+    /// [`effective_bind`]'s answer once the node is known.
     pub fn binding(&self) -> Bind {
-        self.bind.unwrap_or_default()
+        self.bind.unwrap_or_else(|| Bind::default_for(&self.layout))
     }
 
     /// The layout as the user wrote it (`g` in front for placement by GPU).

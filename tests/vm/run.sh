@@ -170,6 +170,18 @@ t_layouts_core_binding() {
     check_layout L3csbnh 1c 8 "0-1 4-5 2-3 6-7 8-9 12-13 10-11 14-15"
 }
 
+t_aliases_as_open_mpi() {
+    # The l3cache alias (L3scbnh) goes round every L3 of the node in logical order, as Open
+    # MPI's --map-by l3cache, before a second core of any: L3 0-3 are cores 0-1, 2-3, 4-5,
+    # 6-7 (CPUs 0-3, 4-7, 8-11, 12-15).
+    check_layout l3cache 1c 8 "0-1 4-5 8-9 12-13 2-3 6-7 10-11 14-15" || return 1
+    # The hwthread alias without --lama-bind binds each rank to its own thread (1h), as
+    # --map-by hwthread: ranks 0 and 1 on the two threads of core 0.
+    run_whole -n4 --lama-map=hwthread || fail "srun --lama-map=hwthread failed: $(cat "$work/err")" || return 1
+    assert_eq "hwthread, lama map" "$(predict --map hwthread)" "$(actual_cpus)" || return 1
+    assert_eq "hwthread, by hand" "0 1 2 3" "$(cpus)"
+}
+
 t_layouts_two_cores() {
     # Two cores per task: a pair of cores sharing a NUMA node and L3.
     check_layout scbnh 2c 4 "0-3 8-11 4-7 12-15" || return 1
@@ -539,7 +551,7 @@ t_mpi_hybrid_mpich() {
     assert_eq "hybrid: threads (CPU/mask) by hand" "0/0|1/1|2/2|3/3 8/8|9/9|10/10|11/11" "$(report_field 8)"
 }
 
-all_tests=(t_setup t_real_topology t_io_locality t_cgroup_v2 t_layouts_core_binding t_layouts_two_cores
+all_tests=(t_setup t_real_topology t_io_locality t_cgroup_v2 t_layouts_core_binding t_aliases_as_open_mpi t_layouts_two_cores
     t_layouts_numa_binding t_layouts_package_binding t_die_level t_mppr t_partial_allocation t_membind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
     t_row_broken_plugin_line t_cache_levels_on_slurms_topology t_odd_cpus_per_task_on_smt

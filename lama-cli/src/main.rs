@@ -205,8 +205,12 @@ struct MapArgs {
     ntasks_per_node: Option<u32>,
     /// Also print each task's environment as the plugin sets it (LAMA_*, and with --omp the
     /// OpenMP variables); in --json, an "env" object per process.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "summary")]
     env: bool,
+    /// The tables' picture column: auto (left out when a row would be wider than the terminal;
+    /// always shown into a pipe or file), always or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = PictureWhen::Auto)]
+    picture: PictureWhen,
     /// As --lama-omp: OMP_PLACES (one place per bound core, or per thread with -c counting
     /// threads), OMP_PROC_BIND=close and OMP_NUM_THREADS, shown with --env.
     #[arg(long, requires = "env")]
@@ -269,6 +273,47 @@ impl clap::builder::TypedValueParser for Suggest {
         Some(Box::new(
             self.0.iter().map(|v| clap::builder::PossibleValue::new(*v)),
         ))
+    }
+}
+
+/// When the tables show their picture column (`--picture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PictureWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+/// The columns of the terminal standard output is, if it is one.
+fn terminal_columns() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct given, which lives across the call.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    if ok && size.ws_col > 0 {
+        return Some(usize::from(size.ws_col));
+    }
+    std::env::var("COLUMNS").ok()?.trim().parse().ok()
+}
+
+/// The characters of a table row besides its picture: the five other columns at their usual
+/// widths.
+const ROW_BESIDES_PICTURE: usize = 72;
+
+/// Whether the tables show their picture: `Err` carries the note that says why not, when
+/// `auto` leaves it out (a row of `row` characters on a terminal of `columns`).
+fn show_picture(when: PictureWhen, columns: Option<usize>, row: usize) -> Result<bool, String> {
+    match (when, columns) {
+        (PictureWhen::Always, _) | (PictureWhen::Auto, None) => Ok(true),
+        (PictureWhen::Never, _) => Ok(false),
+        (PictureWhen::Auto, Some(c)) if row <= c => Ok(true),
+        (PictureWhen::Auto, Some(c)) => Err(format!(
+            "picture left out: a row would be about {row} characters, the terminal has {c} \
+             columns (--picture always shows it)"
+        )),
     }
 }
 
@@ -789,6 +834,27 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             .as_deref()
             .map(|r| rank_range(r, placement.len()))
             .transpose()?;
+        let mut notes = notes;
+        let widest = nodes
+            .iter()
+            .map(|m| render::picture(m, &[]).chars().count())
+            .max()
+            .unwrap_or(0);
+        let with_picture = if args.summary {
+            true
+        } else {
+            match show_picture(
+                args.picture,
+                terminal_columns(),
+                ROW_BESIDES_PICTURE + widest,
+            ) {
+                Ok(show) => show,
+                Err(note) => {
+                    notes.push(note);
+                    false
+                }
+            }
+        };
         // Written as it is made: a preview of a million ranks never waits for all its text.
         print_human(&text)?;
         text.clear();
@@ -801,6 +867,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 summary_only: args.summary,
                 node: args.node,
                 ranks,
+                no_picture: !with_picture,
             },
             &mut |chunk| {
                 let _ = print_human(chunk);
@@ -810,22 +877,38 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             text += &render::placement_devices_text(&placement, args.node);
         }
         if membind != Membind::None {
-            text += &format!("\nmemory binding {membind} (NUMA nodes, OS indexes):\n");
-            let (first, last) = ranks.unwrap_or((0, u32::MAX));
-            for r in (first as usize)..placement.len().min(last as usize + 1) {
+            let mems_of = |r: usize| {
                 let info = placement.info(r);
                 let mems = numa_nodes(nodes[info.node as usize], &info.bound_logical);
+                if bind == Bind::None {
+                    "not bound (no CPU binding)".to_string()
+                } else if mems.is_empty() {
+                    "not bound (the topology names no NUMA node)".to_string()
+                } else {
+                    mems.to_string()
+                }
+            };
+            if args.summary {
+                // A summary: how many ranks get each set of NUMA nodes.
+                let mut count: std::collections::BTreeMap<String, usize> = Default::default();
+                for r in 0..placement.len() {
+                    *count.entry(mems_of(r)).or_default() += 1;
+                }
+                let sets: Vec<String> = count.iter().map(|(m, n)| format!("{m}: {n}")).collect();
                 text += &format!(
-                    "  rank {r:>4} node {}: {}\n",
-                    info.node,
-                    if bind == Bind::None {
-                        "not bound (no CPU binding)".to_string()
-                    } else if mems.is_empty() {
-                        "not bound (the topology names no NUMA node)".to_string()
-                    } else {
-                        mems.to_string()
-                    }
+                    "memory binding {membind}: ranks per set of NUMA nodes (OS indexes) {}\n",
+                    sets.join(", ")
                 );
+            } else {
+                text += &format!("\nmemory binding {membind} (NUMA nodes, OS indexes):\n");
+                let (first, last) = ranks.unwrap_or((0, u32::MAX));
+                for r in (first as usize)..placement.len().min(last as usize + 1) {
+                    let node = placement.info(r).node;
+                    if args.node.is_some_and(|k| k != node) {
+                        continue;
+                    }
+                    text += &format!("  rank {r:>4} node {node}: {}\n", mems_of(r));
+                }
             }
         }
         if let Some(env) = env {
@@ -1272,6 +1355,22 @@ fn json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_picture_is_left_out_only_where_it_would_not_fit() {
+        use PictureWhen::*;
+        // Into a pipe or a file (no terminal), auto keeps it.
+        assert_eq!(show_picture(Auto, None, 400), Ok(true));
+        assert_eq!(show_picture(Auto, Some(400), 400), Ok(true));
+        let note = show_picture(Auto, Some(100), 330).unwrap_err();
+        assert_eq!(
+            note,
+            "picture left out: a row would be about 330 characters, the terminal has 100 \
+             columns (--picture always shows it)"
+        );
+        assert_eq!(show_picture(Always, Some(100), 330), Ok(true));
+        assert_eq!(show_picture(Never, None, 10), Ok(false));
+    }
 
     #[test]
     fn command_line_definition_is_consistent() {

@@ -159,6 +159,8 @@ pub struct TextOptions<'a> {
     /// Only these ranks (first and last, inclusive) in the tables; nodes without any of them
     /// are left out.
     pub ranks: Option<(u32, u32)>,
+    /// The tables without their picture column (and the legend without its line).
+    pub no_picture: bool,
 }
 
 /// The preview's text: the request, a summary, the caller's notes (one line each), then per node
@@ -185,6 +187,7 @@ pub fn write_placement_text(
         summary_only,
         node: only,
         ranks: wanted,
+        no_picture,
     } = opts;
     let req = p.request();
     let mut out = String::new();
@@ -233,9 +236,14 @@ pub fn write_placement_text(
                 continue;
             }
         }
-        sink(&node_table(p, n, m, &ranks, names));
+        sink(&node_table(p, n, m, &ranks, names, !no_picture));
     }
-    sink(&format!("\n{LEGEND}\n"));
+    let legend = if no_picture {
+        LEGEND.split_once('\n').map_or(LEGEND, |(_, rest)| rest)
+    } else {
+        LEGEND
+    };
+    sink(&format!("\n{legend}\n"));
 }
 
 /// What a machine's CPUs have that a user should know before reading a placement: CPUs the OS
@@ -332,6 +340,7 @@ fn node_table(
     m: &Machine,
     ranks: &[usize],
     names: Option<&[String]>,
+    with_picture: bool,
 ) -> String {
     let req = p.request();
     let mut out = String::new();
@@ -357,7 +366,12 @@ fn node_table(
         }
     );
     if ranks.is_empty() {
-        let _ = writeln!(out, "  no process   {}", picture(m, &[]));
+        let picture = if with_picture {
+            picture(m, &[])
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "{}", format!("  no process   {picture}").trim_end());
         return out;
     }
     // Where the mapped PU is: its socket, NUMA node and core (logical indexes).
@@ -396,7 +410,9 @@ fn node_table(
                 } else {
                     format!("P#{}", info.cpus)
                 },
-                if req.bind == Bind::None {
+                if !with_picture {
+                    String::new()
+                } else if req.bind == Bind::None {
                     picture_with(m, &[info.pu_logical], 'm')
                 } else {
                     picture(m, &info.bound_logical)
@@ -410,7 +426,7 @@ fn node_table(
         "socket NUMA core",
         "bound (logical)",
         "bound (OS)",
-        "picture",
+        if with_picture { "picture" } else { "" },
     ];
     out += &table(headers, &rows);
     if let Some(kinds) = ranks_by_kind(p, m, ranks) {

@@ -62,14 +62,10 @@ pub struct Planned {
     pub bad_vars: Vec<String>,
 }
 
-/// The variables whose agreement with the placement is checked.
-const CHECKED: [&str; 5] = [
-    "OMP_PLACES",
-    "OMP_PROC_BIND",
-    "CUDA_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "ZE_AFFINITY_MASK",
-];
+/// The GPU vendors' variables that name a task's GPUs, as the plugin sets them.
+fn gpu_variables() -> [&'static str; 3] {
+    ["NVIDIA", "AMD", "Intel"].map(lama_slurm::gpu::visible_variable)
+}
 
 /// The placement in a task's environment (`/proc/PID/environ`: NUL-separated `NAME=value`;
 /// values that are not UTF-8 are read lossily, only `LAMA_*`, `SLURM*` and the checked
@@ -122,9 +118,10 @@ pub fn planned(environ: &[u8], hostname: &str) -> Result<Planned, String> {
             .filter_map(|t| t.trim().parse().ok())
             .collect::<Vec<u32>>()
     });
-    let vars: BTreeMap<String, String> = CHECKED
-        .iter()
-        .filter_map(|k| env.get(*k).map(|v| (k.to_string(), v.clone())))
+    let vars: BTreeMap<String, String> = ["OMP_PLACES", "OMP_PROC_BIND"]
+        .into_iter()
+        .chain(gpu_variables())
+        .filter_map(|k| env.get(k).map(|v| (k.to_string(), v.clone())))
         .collect();
     if let (Some(places), Some(cpus)) = (vars.get("OMP_PLACES"), &cpus) {
         match omp_place_cpus(places) {
@@ -139,13 +136,9 @@ pub fn planned(environ: &[u8], hostname: &str) -> Result<Planned, String> {
         }
     }
     if gpus.is_some()
-        && ![
-            "CUDA_VISIBLE_DEVICES",
-            "ROCR_VISIBLE_DEVICES",
-            "ZE_AFFINITY_MASK",
-        ]
-        .iter()
-        .any(|k| vars.get(*k).is_some_and(|v| !v.is_empty()))
+        && !gpu_variables()
+            .iter()
+            .any(|k| vars.get(*k).is_some_and(|v| !v.is_empty()))
     {
         bad_vars.push("LAMA_GPUS is set but no GPU variable names the task's GPUs".to_string());
     }
@@ -276,16 +269,20 @@ pub struct Seen {
     pub expected: Option<CpuList>,
 }
 
+impl Planned {
+    /// Whether a thread runs elsewhere than on the planned CPUs (never, without a binding).
+    fn off_plan(&self, t: &Thread) -> bool {
+        self.cpus
+            .as_ref()
+            .is_some_and(|c| c.cpus() != t.cpus.as_slice())
+    }
+}
+
 impl Seen {
     /// Records a thread reading; a differing reading is kept over later ones.
     pub fn thread(&mut self, plan: &Planned, t: Thread) {
-        let differs = |t: &Thread| {
-            plan.cpus
-                .as_ref()
-                .is_some_and(|c| c.cpus() != t.cpus.as_slice())
-        };
         match self.threads.get(&t.tid) {
-            Some(old) if differs(old) => {}
+            Some(old) if plan.off_plan(old) => {}
             _ => {
                 self.threads.insert(t.tid, t);
             }
@@ -324,16 +321,14 @@ pub struct Report {
 pub fn judge(plan: &Planned, seen: &Seen) -> Report {
     let mut diffs = plan.bad_vars.clone();
     if let Some(cpus) = &plan.cpus {
-        for t in seen.threads.values() {
-            if cpus.cpus() != t.cpus.as_slice() {
-                diffs.push(format!(
-                    "thread {} ({}) of pid {} runs on CPUs {}, not LAMA_CPUS {cpus}",
-                    t.tid,
-                    t.name,
-                    t.pid,
-                    CpuList::from_cpus(t.cpus.iter().copied())
-                ));
-            }
+        for t in seen.threads.values().filter(|t| plan.off_plan(t)) {
+            diffs.push(format!(
+                "thread {} ({}) of pid {} runs on CPUs {}, not LAMA_CPUS {cpus}",
+                t.tid,
+                t.name,
+                t.pid,
+                CpuList::from_cpus(t.cpus.iter().copied())
+            ));
         }
     }
     if let (Some(expected), Some(cpus)) = (&seen.expected, &plan.cpus) {

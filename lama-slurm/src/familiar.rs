@@ -2,7 +2,7 @@
 //! `--cpu-bind=cores`) or Open MPI (`--map-by ppr:2:socket`, `--bind-to package`) is refused
 //! by the engine as an unknown token; here the refusal says what it is in LAMA instead.
 
-use lama_engine::{Diagnostic, Subject};
+use lama_engine::{Diagnostic, Subject, BIND_ALIASES};
 
 /// A diagnostic for a familiar word, with the reason naming the LAMA equivalent; any other
 /// diagnostic unchanged.
@@ -65,19 +65,15 @@ pub fn familiar_layout(input: &str) -> Option<String> {
     })
 }
 
-/// LAMA's token and map alias for an Open MPI object name (`--map-by`, `ppr:N:OBJ`).
+/// LAMA's token and map alias for an Open MPI object name (`--map-by`, `ppr:N:OBJ`): the
+/// alias of the same word (Open MPI's `package` is LAMA's `socket`), whose one-object binding
+/// (`BIND_ALIASES`: `l3cache` is `1L3`) names the token.
 fn open_mpi_object(name: &str) -> Option<(&'static str, &'static str)> {
-    Some(match name {
-        "hwthread" => ("h", "hwthread"),
-        "core" => ("c", "core"),
-        "l1cache" => ("L1", "l1cache"),
-        "l2cache" => ("L2", "l2cache"),
-        "l3cache" => ("L3", "l3cache"),
-        "numa" => ("N", "numa"),
-        "package" | "socket" => ("s", "socket"),
-        "node" => ("n", "node"),
-        _ => return None,
-    })
+    let name = if name == "package" { "socket" } else { name };
+    BIND_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .and_then(|(alias, width)| Some((width.strip_prefix('1')?, *alias)))
 }
 
 /// Open MPI's `--map-by OBJ:PE=n` and `ppr:N:OBJ[:PE=n]` translated into LAMA options:

@@ -304,16 +304,23 @@ fn terminal_columns() -> Option<usize> {
 const ROW_BESIDES_PICTURE: usize = 72;
 
 /// Whether the tables show their picture: `Err` carries the note that says why not, when
-/// `auto` leaves it out (a row of `row` characters on a terminal of `columns`).
-fn show_picture(when: PictureWhen, columns: Option<usize>, row: usize) -> Result<bool, String> {
+/// `auto` leaves it out (a row of `row()` characters on a terminal of `columns`; `row` is
+/// asked only then).
+fn show_picture(
+    when: PictureWhen,
+    columns: Option<usize>,
+    row: impl FnOnce() -> usize,
+) -> Result<bool, String> {
     match (when, columns) {
         (PictureWhen::Always, _) | (PictureWhen::Auto, None) => Ok(true),
         (PictureWhen::Never, _) => Ok(false),
-        (PictureWhen::Auto, Some(c)) if row <= c => Ok(true),
-        (PictureWhen::Auto, Some(c)) => Err(format!(
-            "picture left out: a row would be about {row} characters, the terminal has {c} \
-             columns (--picture always shows it)"
-        )),
+        (PictureWhen::Auto, Some(c)) => match row() {
+            row if row <= c => Ok(true),
+            row => Err(format!(
+                "picture left out: a row would be about {row} characters, the terminal has \
+                 {c} columns (--picture always shows it)"
+            )),
+        },
     }
 }
 
@@ -835,19 +842,20 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             .map(|r| rank_range(r, placement.len()))
             .transpose()?;
         let mut notes = notes;
-        let widest = nodes
-            .iter()
-            .map(|m| render::picture(m, &[]).chars().count())
-            .max()
-            .unwrap_or(0);
+        // The widest picture of the nodes' distinct machines, only when a terminal may be
+        // too narrow for it.
+        let row = || {
+            let widest = machines
+                .iter()
+                .map(|m| render::picture(m, &[]).chars().count())
+                .max()
+                .unwrap_or(0);
+            ROW_BESIDES_PICTURE + widest
+        };
         let with_picture = if args.summary {
             true
         } else {
-            match show_picture(
-                args.picture,
-                terminal_columns(),
-                ROW_BESIDES_PICTURE + widest,
-            ) {
+            match show_picture(args.picture, terminal_columns(), row) {
                 Ok(show) => show,
                 Err(note) => {
                     notes.push(note);
@@ -1360,16 +1368,17 @@ mod tests {
     fn the_picture_is_left_out_only_where_it_would_not_fit() {
         use PictureWhen::*;
         // Into a pipe or a file (no terminal), auto keeps it.
-        assert_eq!(show_picture(Auto, None, 400), Ok(true));
-        assert_eq!(show_picture(Auto, Some(400), 400), Ok(true));
-        let note = show_picture(Auto, Some(100), 330).unwrap_err();
+        let row = |n: usize| move || n;
+        assert_eq!(show_picture(Auto, None, row(400)), Ok(true));
+        assert_eq!(show_picture(Auto, Some(400), row(400)), Ok(true));
+        let note = show_picture(Auto, Some(100), row(330)).unwrap_err();
         assert_eq!(
             note,
             "picture left out: a row would be about 330 characters, the terminal has 100 \
              columns (--picture always shows it)"
         );
-        assert_eq!(show_picture(Always, Some(100), 330), Ok(true));
-        assert_eq!(show_picture(Never, None, 10), Ok(false));
+        assert_eq!(show_picture(Always, Some(100), row(330)), Ok(true));
+        assert_eq!(show_picture(Never, None, row(10)), Ok(false));
     }
 
     #[test]

@@ -259,9 +259,7 @@ impl Bind {
             _ => Bind::default(),
         }
     }
-}
 
-impl Bind {
     /// Parses a binding width (`1c`, `2L2`, `c` = `1c`), an alias (`socket`) or `none`.
     pub fn parse(input: &str) -> Result<Bind, Diagnostic> {
         check_length(Subject::Binding, input)?;

@@ -10,9 +10,9 @@ use lama_engine::{
 pub(crate) use lama_slurm::task_env::{omp_place_list, omp_places};
 
 /// The binding for this node: the one asked for, else (with `-c N`, N > 1) the narrowest that
-/// covers N CPUs, kept inside the enclosing object where possible, else `1c`. The flag says
-/// whether the binding is the default (not asked for; `1c`, or `1h` for a layout led by
-/// `h`: [`Bind::default_for`]): such bindings stay inside their
+/// covers N CPUs, kept inside the enclosing object where possible, else the layout's default
+/// ([`Bind::default_for`]: `1c`, or `1h` for a layout led by `h`). The flag says whether the
+/// binding is the default (not asked for): such bindings stay inside their
 /// enclosing object where possible and never make two tasks share a CPU; when they cannot,
 /// [`place_local`] binds each task to exactly the `-c` CPUs Slurm counted
 /// (`lama_engine::place_cpus_per_task`).

@@ -617,16 +617,15 @@ t_verify() {
     # `lama verify` as each task of the step: what every thread runs on, the variables, the
     # GPUs, against the task's LAMA_* and the preview (`lama map --json` with srun's options,
     # copied to each node); `--collect` sums the step up, and fails on empty input.
-    local h rc
-    "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
-        --node-names node1,node2,node3 --np 5 --map scbnh --json > "$work/preview.json" 2> "$work/map.err" || fail "lama map failed" || return 1
-    "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
-        --node-names node1,node2,node3 --np 5 --map scbnh -d cyclic --json > "$work/cyclic.json" 2> "$work/map.err" || fail "lama map -d cyclic failed" || return 1
-    for h in node1 node2 node3; do
-        on "$h" sh -c 'cat > /tmp/lama-preview.json && chmod 644 /tmp/lama-preview.json' < "$work/preview.json" || return 1
-        on "$h" sh -c 'cat > /tmp/lama-cyclic.json && chmod 644 /tmp/lama-cyclic.json' < "$work/cyclic.json" || return 1
+    local h rc d
+    for d in block cyclic; do
+        "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
+            --node-names node1,node2,node3 --np 5 --map scbnh -d $d --json > "$work/$d.json" 2> "$work/map.err" || fail "lama map -d $d failed" || return 1
+        for h in node1 node2 node3; do
+            on "$h" sh -c "cat > /tmp/lama-$d.json && chmod 644 /tmp/lama-$d.json" < "$work/$d.json" || return 1
+        done
     done
-    as_user srun --exclusive -N3 -n5 --lama-map=scbnh lama verify --expect /tmp/lama-preview.json --json > "$work/out" 2> "$work/err" \
+    as_user srun --exclusive -N3 -n5 --lama-map=scbnh lama verify --expect /tmp/lama-block.json --json > "$work/out" 2> "$work/err" \
         || fail "lama verify in the step failed: $(cat "$work/out" "$work/err")" || return 1
     "$lama" verify --collect --np 5 < "$work/out" > "$work/sum" || fail "collect: $(cat "$work/sum")" || return 1
     assert_eq "the step confirms the preview" "lama verify: 5 tasks on 3 nodes: 5 agree" "$(cat "$work/sum")" || return 1

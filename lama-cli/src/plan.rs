@@ -9,7 +9,7 @@ use lama_plan::matrix::{CommMatrix, Format};
 use lama_plan::network::Network;
 use lama_plan::traffic;
 use lama_plan::Unit;
-use lama_planfile::MAX_PLAN_BYTES;
+use lama_planfile::{MAX_INLINE_PLAN_BYTES, MAX_PLAN_BYTES};
 use lama_planfile::{PlanFile, PlannedRank};
 use std::path::PathBuf;
 
@@ -234,14 +234,22 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
         if text.len() > MAX_PLAN_BYTES {
             return Err(Failure::Place(format!(
                 "the plan for {} ranks is {} bytes, but --lama-plan accepts at most \
-                 {MAX_PLAN_BYTES} (srun carries the plan to the step's nodes in one environment \
-                 variable, and Linux limits one variable to 128 KiB): about {} ranks fit; plan \
-                 fewer ranks, or place this job with a layout (srun --lama-map=...). Nothing \
-                 was written",
+                 {MAX_PLAN_BYTES}: about {} ranks fit; plan fewer ranks per step, or place this \
+                 job with a layout (srun --lama-map=...). Nothing was written",
                 file.ranks.len(),
                 text.len(),
-                file.ranks_that_fit()
+                file.ranks_that_fit(MAX_PLAN_BYTES)
             )));
+        }
+        if text.len() > MAX_INLINE_PLAN_BYTES {
+            eprintln!(
+                "lama plan: note: the plan is {} KiB, over the {} KiB that travel in the job's \
+                 environment: each node will read {}.lama itself, as you, so keep it on a file \
+                 system all the job's nodes mount, unchanged while the job runs",
+                text.len() / 1024,
+                MAX_INLINE_PLAN_BYTES / 1024,
+                prefix.display()
+            );
         }
         let with = |ext: &str| {
             let mut p = prefix.clone().into_os_string();

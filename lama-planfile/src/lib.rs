@@ -14,9 +14,10 @@
 //! mapped to, and the OS CPUs it is bound to (which contain the PU). Everything is checked; an
 //! error names the line and what was expected.
 //!
-//! The text is at most [`MAX_PLAN_BYTES`] (it travels to the step's nodes in one environment
-//! variable, `LAMA_PLAN_TEXT`, and Linux limits one variable to 128 KiB); `lama plan` refuses
-//! to write a larger one. CPU lists are checked as ranges before anything is expanded: a rank
+//! A plan of at most [`MAX_INLINE_PLAN_BYTES`] travels to the step's nodes in one environment
+//! variable (`LAMA_PLAN_TEXT`; Linux limits one variable to 128 KiB); a larger one, up to
+//! [`MAX_PLAN_BYTES`] (about two million ranks), is read from its file by each node, as the
+//! job's user, and must be the file srun read ([`digest`]). CPU lists are checked as ranges before anything is expanded: a rank
 //! binds at most [`MAX_RANK_CPUS`] CPUs, a plan [`MAX_PLAN_CPUS`] in all. A node applying a
 //! plan reads it with [`PlanFile::parse_for_node`], which expands only its own ranks and refuses
 //! a CPU beyond the node's before expanding it.
@@ -26,14 +27,17 @@
 use lama_engine::cpulist::CpuList;
 use std::fmt;
 
-/// Largest plan file accepted (it travels in the step's environment).
-pub const MAX_PLAN_BYTES: usize = 120 * 1024;
+/// Largest plan file accepted.
+pub const MAX_PLAN_BYTES: usize = 64 << 20;
+/// Largest plan whose text travels in the step's environment; a larger one is read from its
+/// file on each node.
+pub const MAX_INLINE_PLAN_BYTES: usize = 120 * 1024;
 /// Most ranks a plan may hold.
-pub const MAX_PLAN_RANKS: u32 = 1 << 16;
+pub const MAX_PLAN_RANKS: u32 = 1 << 21;
 /// Most CPUs one rank may be bound to (Linux runs on at most 8,192 CPUs per node today).
 pub const MAX_RANK_CPUS: u64 = 1 << 14;
-/// Most CPUs all the ranks of a plan may be bound to together (16 MiB expanded).
-pub const MAX_PLAN_CPUS: u64 = 1 << 22;
+/// Most CPUs all the ranks of a plan may be bound to together (64 MiB expanded).
+pub const MAX_PLAN_CPUS: u64 = 1 << 24;
 /// The comment line a written plan starts with.
 const HEADER_COMMENT: &str = "# rank node, mapped PU and bound CPUs (OS indexes)";
 /// Longest node name.
@@ -165,14 +169,14 @@ impl PlanFile {
         })
     }
 
-    /// How many of the first ranks fit in a plan of at most [`MAX_PLAN_BYTES`] written as this
-    /// one is ([`fmt::Display`]): all of them when the whole plan fits.
-    pub fn ranks_that_fit(&self) -> usize {
+    /// How many of the first ranks fit in a plan of at most `bound` bytes written as this one
+    /// is ([`fmt::Display`]): all of them when the whole plan fits.
+    pub fn ranks_that_fit(&self, bound: usize) -> usize {
         let header = |ranks: usize| format!("{HEADER_COMMENT}\nlama-plan 1\nranks {ranks}\n").len();
         let mut lines = 0;
         for (i, r) in self.ranks.iter().enumerate() {
             lines += format!("rank {i} {} pu {} cpus {}\n", r.node, r.pu, r.cpus).len();
-            if header(i + 1) + lines > MAX_PLAN_BYTES {
+            if header(i + 1) + lines > bound {
                 return i;
             }
         }
@@ -188,6 +192,17 @@ impl PlanFile {
         }
         s
     }
+}
+
+/// What a node checks a plan file against before it applies it: the text's length and its
+/// 64-bit FNV-1a hash, written `LEN:HASH` (hexadecimal). Not a defence against the user (who
+/// owns the file and the job) but against a file changed or replaced between srun reading it
+/// and a node reading it.
+pub fn digest(text: &[u8]) -> String {
+    use std::hash::Hasher;
+    let mut h = fnv::FnvHasher::default();
+    h.write(text);
+    format!("{}:{:016x}", text.len(), h.finish())
 }
 
 /// The plan's statements, checked; the CPUs of the ranks `select` names expanded.
@@ -436,18 +451,18 @@ mod tests {
         assert!(PlanFile::parse(&big).unwrap_err().message.contains("bytes"));
     }
 
-    /// `rank R n1 pu 0 cpus 0-1048575` lines, as many as fit in `MAX_PLAN_BYTES`: expanded,
+    /// `rank R n1 pu 0 cpus 0-1048575` lines, as many as fit in 120 KiB: expanded,
     /// each line would be 4 MiB, the whole text gigabytes.
     fn huge_ranges() -> String {
         let mut lines = Vec::new();
         let mut len = 40;
-        while len < MAX_PLAN_BYTES - 64 {
+        while len < MAX_INLINE_PLAN_BYTES - 64 {
             let line = format!("rank {} n1 pu 0 cpus 0-1048575\n", lines.len());
             len += line.len();
             lines.push(line);
         }
         let text = format!("lama-plan 1\nranks {}\n{}", lines.len(), lines.concat());
-        assert!(text.len() <= MAX_PLAN_BYTES && lines.len() > 3000);
+        assert!(text.len() <= MAX_INLINE_PLAN_BYTES && lines.len() > 3000);
         text
     }
 
@@ -469,10 +484,10 @@ mod tests {
         .unwrap_err();
         assert!(e.message.contains("1638400 CPUs"), "{e}");
         // So do many ranks, each within the limit.
-        let lines: String = (0..300)
+        let lines: String = (0..1100)
             .map(|r| format!("rank {r} n pu 0 cpus 0-16383\n"))
             .collect();
-        let e = PlanFile::parse(&format!("lama-plan 1\nranks 300\n{lines}")).unwrap_err();
+        let e = PlanFile::parse(&format!("lama-plan 1\nranks 1100\n{lines}")).unwrap_err();
         assert!(e.message.contains("in all"), "{e}");
         // CPU numbers beyond the CPU list limit are refused as before.
         let e =
@@ -558,20 +573,21 @@ mod tests {
         let small = PlanFile {
             ranks: (0..10).map(rank).collect(),
         };
-        assert_eq!(small.ranks_that_fit(), 10);
+        assert_eq!(small.ranks_that_fit(MAX_INLINE_PLAN_BYTES), 10);
         let big = PlanFile {
             ranks: (0..6000).map(rank).collect(),
         };
-        let k = big.ranks_that_fit();
+        let k = big.ranks_that_fit(MAX_INLINE_PLAN_BYTES);
         assert!(k < 6000);
+        assert_eq!(big.ranks_that_fit(MAX_PLAN_BYTES), 6000);
         let fits = PlanFile {
             ranks: big.ranks[..k].to_vec(),
         };
-        assert!(fits.to_string().len() <= MAX_PLAN_BYTES);
+        assert!(fits.to_string().len() <= MAX_INLINE_PLAN_BYTES);
         let over = PlanFile {
             ranks: big.ranks[..k + 1].to_vec(),
         };
-        assert!(over.to_string().len() > MAX_PLAN_BYTES);
+        assert!(over.to_string().len() > MAX_INLINE_PLAN_BYTES);
     }
 
     proptest! {

@@ -9,7 +9,8 @@ pub const MAX_SMALL_FILE: u64 = 1 << 20;
 /// Longest environment variable value the plugin looks at: Slurm's lists grow with the job
 /// (`SLURM_STEP_NODELIST` of 100,000 scattered nodes such as `nid[00001,00003,...]` is
 /// about 700 KB; at 4 KiB, a step over a few hundred scattered nodes lost its node list and
-/// failed); the plan's text has its own bound, `lama_planfile::MAX_PLAN_BYTES`.
+/// failed); the plan's text has its own bounds, `lama_planfile::MAX_INLINE_PLAN_BYTES` in the
+/// environment and `lama_planfile::MAX_PLAN_BYTES` in a file.
 pub const MAX_ENV_VALUE: usize = 1 << 20;
 
 /// Reads a text file of at most `max` bytes; a longer one is an error that says so.

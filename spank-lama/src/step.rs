@@ -4,7 +4,7 @@
 use crate::config::SiteConfig;
 use crate::error::StepError;
 use crate::placement::{self, TaskPlacement};
-use crate::plan_file::{self, PLAN_VARIABLE};
+use crate::plan_file::{self, PlanRef, PLAN_FILE_VARIABLE, PLAN_VARIABLE};
 use crate::request::{StepRequest, UserOptions};
 use crate::step_cpus::{self, StepCpus};
 use crate::{gpus, inherited, topology};
@@ -242,6 +242,46 @@ fn step_messages(
     }
 }
 
+/// The text of the plan that travelled with the step: in the environment, or (over
+/// [`lama_planfile::MAX_INLINE_PLAN_BYTES`]) read from the file the environment names, as the
+/// job's user, and checked to be the text srun read.
+fn plan_text(spank: &SpankHandle) -> Result<String, StepError> {
+    // The plan has its own bound (srun refuses a longer one), not the 4 KiB of Slurm's
+    // variables: a plan of 128 ranks is already longer than that.
+    if let Some(text) = spank
+        .getenv(PLAN_VARIABLE)
+        .ok()
+        .flatten()
+        .filter(|t| t.len() <= lama_planfile::MAX_INLINE_PLAN_BYTES)
+    {
+        return Ok(text);
+    }
+    let Some(value) = spank.getenv(PLAN_FILE_VARIABLE).ok().flatten() else {
+        return Err(
+            "the plan did not reach this node: it travels in the job's environment \
+                    (srun --export=NONE drops it)"
+                .into(),
+        );
+    };
+    let plan = PlanRef::decode(&value)
+        .ok_or_else(|| format!("{PLAN_FILE_VARIABLE} is not what srun wrote: run srun again"))?;
+    // user_init runs with the job's user as its effective uid (slurmstepd drops privileges
+    // before it): the user's file is never read with root's rights.
+    let uid = spank.job_uid().map_err(|e| e.to_string())?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if euid != uid {
+        return Err(format!(
+            "the plan {} would be read as uid {euid}, not as the job's user ({uid}): nothing \
+             is read with other rights than the user's",
+            plan.path
+        )
+        .into());
+    }
+    tracing::debug!(path = %plan.path, euid, "lama: reading the plan from its file");
+    Ok(plan.read()?)
+}
+
 /// This node's tasks from the `lama plan` plan that travelled with the step, or why not.
 pub fn by_plan(
     spank: &SpankHandle,
@@ -249,17 +289,7 @@ pub fn by_plan(
     node: &str,
     user: &UserOptions,
 ) -> Result<Step, StepError> {
-    // The plan has its own bound (srun refuses a longer one), not the 4 KiB of Slurm's
-    // variables: a plan of 128 ranks is already longer than that.
-    let text = spank
-        .getenv(PLAN_VARIABLE)
-        .ok()
-        .flatten()
-        .filter(|t| t.len() <= lama_planfile::MAX_PLAN_BYTES)
-        .ok_or(
-            "the plan did not reach this node: it travels in the job's environment (srun \
-             --export=NONE drops it)",
-        )?;
+    let text = plan_text(spank)?;
     let membind = match &user.membind {
         Some(m) => Membind::parse(m).map_err(|d| d.headline())?,
         None => site.membind,

@@ -5,14 +5,15 @@
 use crate::config::SiteConfig;
 use crate::inherited;
 use crate::options::user_options;
-use crate::plan_file::PLAN_VARIABLE;
-use lama_planfile::PlanFile;
+use crate::plan_file::{PlanRef, PLAN_FILE_VARIABLE, PLAN_VARIABLE};
+use lama_planfile::{PlanFile, MAX_INLINE_PLAN_BYTES};
 use slurm_spank::SpankHandle;
 
 /// `init_post_opt` in srun (`srun == true`), sbatch and salloc: checks the options with the
-/// same diagnostics as `lama map`; reads the plan file as the user and puts its text in the
-/// environment the job inherits; in srun, writes [`inherited::OWN_OPTIONS_VARIABLE`]. `Err` is
-/// the message for the user's terminal.
+/// same diagnostics as `lama map`; reads the plan file as the user and puts its text (or, over
+/// [`MAX_INLINE_PLAN_BYTES`], its path and digest) in the environment the job inherits; in
+/// srun, writes [`inherited::OWN_OPTIONS_VARIABLE`]. `Err` is the message for the user's
+/// terminal.
 pub fn check_options(
     spank: &SpankHandle,
     site: &SiteConfig,
@@ -26,10 +27,38 @@ pub fn check_options(
     }
     crate::request::resolve(&user, site).map_err(|e| e.to_string())?;
     if let Some(path) = &user.plan {
-        let (text, _) = read_plan(path)?;
-        std::env::set_var(PLAN_VARIABLE, text);
+        match read_plan(path)? {
+            Carried::Text(text) => {
+                std::env::set_var(PLAN_VARIABLE, text);
+                std::env::remove_var(PLAN_FILE_VARIABLE);
+            }
+            Carried::File(r) => {
+                std::env::set_var(PLAN_FILE_VARIABLE, r.encode());
+                std::env::remove_var(PLAN_VARIABLE);
+            }
+            Carried::Inherited => {}
+        }
     }
     Ok(())
+}
+
+/// How a plan travels to the step's nodes.
+enum Carried {
+    /// Its text, in [`PLAN_VARIABLE`].
+    Text(String),
+    /// Its path and digest, in [`PLAN_FILE_VARIABLE`]: each node reads the file.
+    File(PlanRef),
+    /// As sbatch or salloc already sent it (the file is not readable where this srun runs).
+    Inherited,
+}
+
+/// The rank count of the plan the environment carries, if any.
+fn carried_ranks() -> Option<usize> {
+    if let Ok(text) = std::env::var(PLAN_VARIABLE) {
+        return PlanFile::parse(&text).ok().map(|f| f.ranks.len());
+    }
+    let value = std::env::var(PLAN_FILE_VARIABLE).ok()?;
+    PlanRef::decode(&value).map(|r| r.ranks as usize)
 }
 
 /// `local_user_init` in srun, once the step's size is known and before it is launched: a plan
@@ -38,38 +67,62 @@ pub fn check_plan_size(spank: &SpankHandle) -> Result<(), String> {
     let Some(path) = user_options(spank).plan else {
         return Ok(());
     };
-    let file = std::env::var(PLAN_VARIABLE)
-        .ok()
-        .and_then(|t| PlanFile::parse(&t).ok());
-    if let (Some(file), Ok(total)) = (file, spank.job_total_task_count()) {
-        if file.ranks.len() != total as usize {
+    if let (Some(ranks), Ok(total)) = (carried_ranks(), spank.job_total_task_count()) {
+        if ranks != total as usize {
             return Err(format!(
-                "lama: --lama-plan: {path} is for {} ranks but this step has {total} tasks; \
-                 launch with -n{}",
-                file.ranks.len(),
-                file.ranks.len()
+                "lama: --lama-plan: {path} is for {ranks} ranks but this step has {total} \
+                 tasks; launch with -n{ranks}"
             ));
         }
     }
     Ok(())
 }
 
-/// The plan's text, read as the user: the file, or (for an srun inside a batch script or
-/// allocation whose file is not readable here) the text that sbatch/salloc already put in the
-/// environment.
-fn read_plan(path: &str) -> Result<(String, PlanFile), String> {
-    let from_file = crate::bounded::read_file(
+/// The plan, read as the user and checked whole: its text when it is small enough to travel
+/// in the environment, else its absolute path and digest; or, for an srun inside a batch
+/// script or allocation whose file is not readable here, what sbatch/salloc already sent.
+fn read_plan(path: &str) -> Result<Carried, String> {
+    let text = match crate::bounded::read_file(
         std::path::Path::new(path),
         lama_planfile::MAX_PLAN_BYTES as u64,
-    )
-    .map_err(|e| e.to_string());
-    let text = match from_file {
+    ) {
         Ok(t) => t,
-        Err(why) => match std::env::var(PLAN_VARIABLE) {
-            Ok(t) => t,
-            Err(_) => return Err(format!("lama: --lama-plan: cannot read {path}: {why}")),
-        },
+        Err(why) => {
+            let unreachable = matches!(
+                why.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            );
+            let sent = [PLAN_VARIABLE, PLAN_FILE_VARIABLE]
+                .iter()
+                .any(|v| std::env::var_os(v).is_some());
+            return if unreachable && sent {
+                Ok(Carried::Inherited)
+            } else {
+                Err(format!("lama: --lama-plan: cannot read {path}: {why}"))
+            };
+        }
     };
     let file = PlanFile::parse(&text).map_err(|e| format!("lama: --lama-plan: {path}: {e}"))?;
-    Ok((text, file))
+    if text.len() <= MAX_INLINE_PLAN_BYTES {
+        return Ok(Carried::Text(text));
+    }
+    // Each node opens the file itself: the path must not depend on srun's directory.
+    let absolute = std::fs::canonicalize(path)
+        .map_err(|e| format!("lama: --lama-plan: cannot resolve {path}: {e}"))?;
+    let absolute = absolute
+        .to_str()
+        .filter(|p| !p.contains('\n'))
+        .ok_or_else(|| {
+            format!(
+                "lama: --lama-plan: {path}: the path {} cannot travel to the nodes (it is not \
+                 UTF-8 or has a line break): rename it",
+                absolute.display()
+            )
+        })?
+        .to_string();
+    Ok(Carried::File(PlanRef {
+        ranks: file.ranks.len() as u32,
+        digest: lama_planfile::digest(text.as_bytes()),
+        path: absolute,
+    }))
 }

@@ -3,16 +3,20 @@
 //! [`Step`]. An error is the message for the user's terminal.
 
 use crate::placement::TaskPlacement;
-use crate::plan_file::{self, PLAN_VARIABLE};
+use crate::plan_file::{self, PLAN_FILE_VARIABLE, PLAN_VARIABLE};
 use crate::step::Step;
 use crate::{bind, inherited, task_env};
 use lama_engine::Membind;
 use slurm_spank::{spank_log_user, SpankHandle};
 
-/// Removes the plugin's own variables (the plan's text, srun's note on its options) from the
+/// Removes the plugin's own variables (the plan's text or file, srun's note on its options) from the
 /// task's environment. Never fatal: this runs in every task of every step.
 pub fn remove_private_variables(spank: &mut SpankHandle) {
-    for variable in [PLAN_VARIABLE, inherited::OWN_OPTIONS_VARIABLE] {
+    for variable in [
+        PLAN_VARIABLE,
+        PLAN_FILE_VARIABLE,
+        inherited::OWN_OPTIONS_VARIABLE,
+    ] {
         if spank.getenv(variable).ok().flatten().is_some() {
             if let Err(e) = spank.unsetenv(variable) {
                 tracing::warn!("lama: cannot remove {variable} from the task: {e}");

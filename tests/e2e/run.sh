@@ -745,6 +745,45 @@ t_plan_of_1000_ranks() {
     assert_eq "each rank as planned" "$(awk '$1 == "rank" { print $2, $7 }' "$work/big.lama")" "$(cat "$work/out")"
 }
 
+t_plan_by_file() {
+    # A plan over the 120 KiB that travel in the environment is read by each node from its
+    # file, as the job's user: 1,000 ranks on node1 and node2 (oversubscribed), rank i bound to
+    # CPU (i * 7 mod 3) mod 2, written with a long comment as lama plan's notes could be. The
+    # nodes share no file system here: the same file is copied to the same path on each.
+    { awk 'BEGIN { for (i = 0; i < 1700; i++) printf "# traffic note %04d: %s\n", i, "recorded by the application, kept with the plan it produced" }'
+      awk 'BEGIN { print "lama-plan 1"; print "ranks 1000";
+                   for (i = 0; i < 1000; i++) { c = (i * 7 % 3) % 2; printf "rank %d node%d pu %d cpus %d\n", i, 1 + (i % 2), c, c } }'
+    } > "$work/file.lama"
+    local size; size=$(wc -c < "$work/file.lama")
+    [ "$size" -gt 122880 ] || { fail "the plan is only $size bytes, not over 120 KiB"; return 1; }
+    awk '$1 == "rank" { print $3 }' "$work/file.lama" > "$work/file.hosts"
+    local m
+    for m in slurmctld node1 node2; do
+        "$cluster" exec -u tester "$m" sh -c 'rm -f /tmp/file.lama /tmp/file.hosts; cat > /tmp/file.lama' < "$work/file.lama" || return 1
+    done
+    as_user sh -c 'cat > /tmp/file.hosts' < "$work/file.hosts" || return 1
+    local step="salloc -w node[1-2] -N2 -n4 env SLURM_HOSTFILE=/tmp/file.hosts srun -m arbitrary -n1000 --overcommit --lama-plan=/tmp/file.lama"
+    as_user $step bash -c 'echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(env | grep -c ^LAMA_PLAN_)"' > "$work/out" 2> "$work/err" \
+        || fail "srun -n1000 with a $size-byte plan failed: $(head -c 500 "$work/err")" || return 1
+    sort -n -o "$work/out" "$work/out"
+    assert_eq "tasks" "1000" "$(wc -l < "$work/out")" || return 1
+    # Checked by hand: rank 0 CPU 0, rank 1 CPU 1, rank 2 CPU 0, rank 3 CPU 0 (0, 7, 14, 21 mod 3 = 0, 1, 2, 0).
+    assert_eq "ranks 0-3" "0 0 0|1 1 0|2 0 0|3 0 0" "$(head -4 "$work/out" | paste -sd'|')" || return 1
+    assert_eq "each rank as planned, no LAMA_PLAN_TEXT or LAMA_PLAN_FILE in the tasks" \
+        "$(awk '$1 == "rank" { print $2, $7, 0 }' "$work/file.lama")" "$(cat "$work/out")" || return 1
+    # node2's copy differs from what srun read (one CPU changed, same length): refused there.
+    "$cluster" exec -u tester node2 sed -i 's/^rank 1 node2 pu 1 cpus 1$/rank 1 node2 pu 0 cpus 0/' /tmp/file.lama || return 1
+    as_user $step true > "$work/out" 2> "$work/err" && { fail "a plan changed on node2 was applied"; return 1; }
+    grep -qF "the plan /tmp/file.lama changed after srun read it (length:hash $size:" "$work/err" \
+        || fail "changed plan: $(head -c 600 "$work/err")" || return 1
+    # Root can read node2's copy, the job's user cannot: the node reads it as the user.
+    on node2 sh -c 'rm -f /tmp/file.lama; cat > /tmp/file.lama; chmod 600 /tmp/file.lama' < "$work/file.lama" || return 1
+    as_user $step true > "$work/out" 2> "$work/err" && { fail "a plan only root can read was applied"; return 1; }
+    grep -qF "cannot read the plan /tmp/file.lama on this node as the job's user (Permission denied" "$work/err" \
+        || fail "unreadable plan: $(head -c 600 "$work/err")" || return 1
+    on node2 rm -f /tmp/file.lama
+}
+
 t_odd_environment() {
     # A variable whose value is not UTF-8 (byte 0xff, set inside the container: docker exec
     # would carry it as U+FFFD) in srun's environment refuses no step, with or without LAMA.
@@ -1142,7 +1181,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil
-    t_plan_in_batch t_plan_of_1000_ranks t_bad_plan_refused t_odd_environment t_gpu_placement
+    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_bad_plan_refused t_odd_environment t_gpu_placement
     t_cpu_bind_and_lama
     t_daemons_still_up)
 

@@ -9,8 +9,9 @@ use lama_plan::matrix::{CommMatrix, Format};
 use lama_plan::network::Network;
 use lama_plan::traffic;
 use lama_plan::Unit;
-use lama_planfile::{MAX_INLINE_PLAN_BYTES, MAX_PLAN_BYTES};
 use lama_planfile::{PlanFile, PlannedRank};
+use lama_planfile::{MAX_INLINE_PLAN_BYTES, MAX_PLAN_BYTES};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// Largest matrix or topology.conf file read.
@@ -185,8 +186,18 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
         }
     };
     let mut machines: Vec<Machine> = Vec::with_capacity(names.len());
+    // Nodes of one topology are loaded once (4,174 nodes of one synthetic description took
+    // seconds of hwloc set-up and plugin loading, once per node).
+    let mut loaded: HashMap<&str, Machine> = HashMap::new();
     for (index, (name, spec)) in names.iter().zip(&specs).enumerate() {
-        let mut m = load(spec)?;
+        let mut m = match loaded.get(spec.as_str()) {
+            Some(m) => m.clone(),
+            None => {
+                let m = load(spec)?;
+                loaded.insert(spec, m.clone());
+                m
+            }
+        };
         let restrictions = restrict
             .all()
             .into_iter()
@@ -334,14 +345,20 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
         "\ncost model: the sum over pairs of ranks of volume x distance; the distance of two PUs \
          is the cost of the closest level holding both (the same PU costs 0; where a NUMA \
          node holds several packages, the smaller object costs the smaller distance):\n  {d}\n\
-         candidates (Scotch's mapping, the recursive bisection, and the LAMA layouts: the \
-         five usual ones, then every other order of the node's levels that places \
-         differently):\n"
+         candidates (Scotch's mapping, the recursive bisection, the multisection with \
+         Scotch's partitioner, and the LAMA layouts: the five usual ones, then every other \
+         order of the node's levels that places differently):\n"
     );
+    let width = plan
+        .candidates
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(0);
     for c in &plan.candidates {
         s += &match &c.cost {
             Ok(v) => format!(
-                "  {:<9} {}{}\n",
+                "  {:<width$} {}{}\n",
                 c.name,
                 cost(*v),
                 if c.name == plan.winner {
@@ -350,7 +367,7 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
                     ""
                 }
             ),
-            Err(e) => format!("  {:<9} not placed: {e}\n", c.name),
+            Err(e) => format!("  {:<width$} not placed: {e}\n", c.name),
         };
     }
     s += &format!(

@@ -15,6 +15,7 @@
 
 mod bisect;
 pub mod cost;
+mod multisect;
 pub use lama_slurm::hostlist;
 pub mod matrix;
 pub mod network;
@@ -29,6 +30,14 @@ use std::collections::HashMap;
 
 /// Most communicating pairs handed to Scotch (about 1 M arcs).
 pub const MAX_SCOTCH_PAIRS: usize = 1 << 19;
+
+/// Most slots Scotch's tree mapping is run on: its cost grows much faster than the ranks
+/// (1.5 s for 20,016 slots, 42 s for 100,160 on this project's 2-core machine, where the
+/// multisection, built on Scotch's partitioner, takes a few seconds and costs less).
+pub const MAX_SCOTCH_TREE_SLOTS: usize = 1 << 15;
+
+/// The candidates that are not LAMA layouts.
+const NOT_LAYOUTS: [&str; 3] = ["scotch", "bisection", "multisection"];
 
 /// The layouts every plan is compared with: Slurm's block default (`csbnh`) first.
 pub const GUARD_LAYOUTS: [&str; 5] = ["csbnh", "scbnh", "nscbh", "Nscbnh", "L3csbnh"];
@@ -103,7 +112,7 @@ impl Plan {
     pub fn best_layout(&self) -> Option<(&str, f64)> {
         self.candidates
             .iter()
-            .filter(|c| c.name != "scotch" && c.name != "bisection")
+            .filter(|c| !NOT_LAYOUTS.contains(&c.name.as_str()))
             .filter_map(|c| c.cost.as_ref().ok().map(|&v| (c.name.as_str(), v)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
     }
@@ -347,10 +356,23 @@ fn neighbours(matrix: &CommMatrix) -> Vec<Vec<(u32, f64)>> {
     n
 }
 
+/// `Err` when the matrix is too dense to hand to Scotch.
+fn not_too_dense(matrix: &CommMatrix) -> Result<(), String> {
+    if matrix.pairs().len() > MAX_SCOTCH_PAIRS {
+        return Err(format!(
+            "not run: {} communicating pairs, more than {MAX_SCOTCH_PAIRS} (on so dense a \
+             matrix every mapping costs about the same and Scotch takes seconds)",
+            matrix.pairs().len()
+        ));
+    }
+    Ok(())
+}
+
 /// Scotch's mapping as one slot per rank: ranks that share a slot are moved, heaviest
 /// talkers first kept, to the free slot that adds the least cost with the ranks already placed.
 fn scotch_mapping(
     matrix: &CommMatrix,
+    rank_graph: &scotch::Graph,
     near: &bisect::Adjacency,
     system: &System<'_>,
     tree: &Tree,
@@ -360,18 +382,20 @@ fn scotch_mapping(
     if matrix.pairs().is_empty() {
         return Err("the matrix has no communication to map".to_string());
     }
-    if matrix.pairs().len() > MAX_SCOTCH_PAIRS {
+    not_too_dense(matrix)?;
+    if slots.len() > MAX_SCOTCH_TREE_SLOTS {
         return Err(format!(
-            "not run: {} communicating pairs, more than {MAX_SCOTCH_PAIRS} (on so dense a \
-             matrix every mapping costs about the same and Scotch takes seconds)",
-            matrix.pairs().len()
+            "not run: {} slots, more than {MAX_SCOTCH_TREE_SLOTS} (Scotch's tree mapping grows \
+             much faster than the slots, 42 s for 100,160; the multisection uses Scotch's \
+             partitioner level by level instead)",
+            slots.len()
         ));
     }
     let target = target(tree, slots.len());
     if target.sizes.iter().map(|&s| u64::from(s)).product::<u64>() >= i32::MAX as u64 {
         return Err("the machine is too large for one Scotch tree".to_string());
     }
-    let chosen = scotch::map(&graph(matrix), &target)?;
+    let chosen = scotch::map(rank_graph, &target)?;
     let mut slot_of: Vec<Option<usize>> = vec![None; np];
     let mut used = vec![false; slots.len()];
     let mut displaced = Vec::new();
@@ -472,11 +496,12 @@ pub fn plan(
     // they spread a small job over every node. Each is also run on the first `np` slots (node
     // by node, in logical order: as compact as the allocation allows); the cheaper counts.
     let compact = &slots[..np];
-    let spread = scotch_mapping(matrix, &near, system, &tree, &slots);
+    let rank_graph = graph(matrix);
+    let spread = scotch_mapping(matrix, &rank_graph, &near, system, &tree, &slots);
     let mapped = if np < slots.len() {
         cheaper(
             spread,
-            scotch_mapping(matrix, &near, system, &tree, compact),
+            scotch_mapping(matrix, &rank_graph, &near, system, &tree, compact),
         )
     } else {
         spread
@@ -487,6 +512,12 @@ pub fn plan(
         bisected = cheaper(bisected, Ok(bisect::map(matrix, &near, &tree.coords[..np])));
     }
     consider("bisection".to_string(), bisected);
+    let mut multisected =
+        not_too_dense(matrix).and_then(|()| multisect::map(&rank_graph, &tree.coords));
+    if np < slots.len() && multisected.is_ok() {
+        multisected = cheaper(multisected, multisect::map(&rank_graph, &tree.coords[..np]));
+    }
+    consider("multisection".to_string(), multisected);
     let slot_at: HashMap<Spot, usize> = spots.iter().enumerate().map(|(i, &s)| (s, i)).collect();
     // The guard layouts are always listed; another layout only when it places the ranks
     // differently from every candidate before it.

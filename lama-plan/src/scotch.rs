@@ -1,5 +1,6 @@
 //! The one place that calls Scotch (through `scotch-sys`): a communication graph mapped onto a
-//! tree-leaf target architecture restricted to the leaves that exist (a sub-architecture).
+//! tree-leaf target architecture restricted to the leaves that exist (a sub-architecture), or
+//! partitioned into parts of given sizes (a weighted complete graph).
 
 use scotch_sys as s;
 use std::mem::MaybeUninit;
@@ -76,37 +77,17 @@ impl<T> Drop for Owned<T> {
 /// into `target.leaves` Scotch chose. Several vertices may share a leaf (Scotch balances load
 /// within a tolerance); the caller resolves that.
 pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
-    let nvert = graph.xadj.len().saturating_sub(1);
-    if nvert == 0 || target.leaves.is_empty() {
-        return Err("nothing to map".to_string());
+    if target.sizes.len() != target.links.len() || target.sizes.is_empty() {
+        return Err("the tree needs one link cost per level".to_string());
     }
     let sizes = nums(&target.sizes, "a tree arity")?;
     let links = nums(&target.links, "a link cost")?;
     let leaves = nums(&target.leaves, "a leaf number")?;
-    let xadj = nums(&graph.xadj, "an edge offset")?;
-    let adj = nums(&graph.adj, "a vertex number")?;
-    let weights = nums(&graph.weights, "an edge weight")?;
-    let nvert_num = num(nvert as u32, "the vertex count")?;
-    let nedge = num(graph.adj.len() as u32, "the edge count")?;
     let nleaves = num(target.leaves.len() as u32, "the leaf count")?;
-    if sizes.len() != links.len() || sizes.is_empty() {
-        return Err("the tree needs one link cost per level".to_string());
-    }
-
     let mut arch = Owned::new(s::SCOTCH_archInit, s::SCOTCH_archExit, "architecture")?;
     let mut sub = Owned::new(s::SCOTCH_archInit, s::SCOTCH_archExit, "sub-architecture")?;
-    let mut g = Owned::new(s::SCOTCH_graphInit, s::SCOTCH_graphExit, "graph")?;
-    let mut strat = Owned::new(s::SCOTCH_stratInit, s::SCOTCH_stratExit, "strategy")?;
-    // A context of its own, deterministic and with a fixed seed, in which the graph is mapped:
-    // the same input gives the same plan (Scotch's threads would not).
-    let mut context = Owned::new(s::SCOTCH_contextInit, s::SCOTCH_contextExit, "context")?;
-    // Declared after `context`, so it is freed first.
-    let mut bound = Owned::new(s::SCOTCH_graphInit, s::SCOTCH_graphExit, "context graph")?;
-    let mut parts: Vec<Num> = vec![0; nvert];
-    // SAFETY: every pointer is to a live, initialised Scotch object or to a vector that
-    // outlives the calls; lengths are passed with each array and match it (`sizes`/`links`
-    // have one entry per level, `leaves` `nleaves`, the graph arrays are a valid compressed
-    // adjacency of `nvert` vertices and `nedge` arcs, `parts` has one entry per vertex).
+    // SAFETY: `arch` and `sub` are live, initialised Scotch architectures; `sizes` and `links`
+    // have one entry per level and `leaves` `nleaves` entries, all outliving the calls.
     unsafe {
         if s::SCOTCH_archTleaf(
             arch.ptr(),
@@ -120,6 +101,92 @@ pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
         if s::SCOTCH_archSub(sub.ptr(), arch.ptr(), nleaves, leaves.as_ptr()) != 0 {
             return Err("Scotch refused the sub-architecture of the available leaves".to_string());
         }
+    }
+    let mut strat = strategy(target.leaves.len(), s::SCOTCH_STRATQUALITY, 0.0)?;
+    mapped(graph, &mut sub, target.leaves.len(), &mut strat)
+}
+
+/// Partitions graphs into parts of given sizes; keeps one strategy per part count, as a
+/// multisection asks for thousands of small partitions with the same few part counts.
+#[derive(Default)]
+pub struct Partitioner {
+    strategies: std::collections::HashMap<usize, Owned<s::SCOTCH_Strat>>,
+}
+
+impl std::fmt::Debug for Partitioner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Partitioner({} strategies)", self.strategies.len())
+    }
+}
+
+impl Partitioner {
+    /// Partitions the graph into `sizes.len()` parts whose vertex counts are about
+    /// proportional to `sizes` (Scotch maps onto a complete graph with those weights: every
+    /// pair of parts costs the same, so the cut is what is minimised); returns, per vertex, its
+    /// part. The sizes are met within Scotch's balance tolerance; the caller makes them exact.
+    pub fn partition(&mut self, graph: &Graph, sizes: &[u32]) -> Result<Vec<usize>, String> {
+        if sizes.is_empty() || sizes.contains(&0) {
+            return Err("every part needs a size".to_string());
+        }
+        let weights = nums(sizes, "a part size")?;
+        let mut arch = Owned::new(s::SCOTCH_archInit, s::SCOTCH_archExit, "architecture")?;
+        // SAFETY: `arch` is a live, initialised architecture; `weights` has one entry per part.
+        if unsafe { s::SCOTCH_archCmpltw(arch.ptr(), weights.len() as Num, weights.as_ptr()) } != 0
+        {
+            return Err("Scotch refused the weighted complete graph".to_string());
+        }
+        let strat = match self.strategies.entry(sizes.len()) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(strategy(sizes.len(), s::SCOTCH_STRATBALANCE, 0.01)?)
+            }
+        };
+        mapped(graph, &mut arch, sizes.len(), strat)
+    }
+}
+
+/// A mapping strategy for `parts` terminal domains with `flags` and balance tolerance
+/// `balance`.
+fn strategy(parts: usize, flags: u32, balance: f64) -> Result<Owned<s::SCOTCH_Strat>, String> {
+    let nparts = num(parts as u32, "the part count")?;
+    let mut strat = Owned::new(s::SCOTCH_stratInit, s::SCOTCH_stratExit, "strategy")?;
+    // SAFETY: `strat` is a live, initialised strategy.
+    if unsafe { s::SCOTCH_stratGraphMapBuild(strat.ptr(), flags as Num, nparts, balance) } != 0 {
+        return Err("Scotch could not build a mapping strategy".to_string());
+    }
+    Ok(strat)
+}
+
+/// Maps `graph` onto `arch` (of `parts` terminal domains) with `strat`, in a deterministic
+/// context of one thread with a fixed seed: the same input gives the same answer on every
+/// machine.
+fn mapped(
+    graph: &Graph,
+    arch: &mut Owned<s::SCOTCH_Arch>,
+    parts: usize,
+    strat: &mut Owned<s::SCOTCH_Strat>,
+) -> Result<Vec<usize>, String> {
+    let nvert = graph.xadj.len().saturating_sub(1);
+    if nvert == 0 || parts == 0 {
+        return Err("nothing to map".to_string());
+    }
+    let xadj = nums(&graph.xadj, "an edge offset")?;
+    let adj = nums(&graph.adj, "a vertex number")?;
+    let weights = nums(&graph.weights, "an edge weight")?;
+    let nvert_num = num(nvert as u32, "the vertex count")?;
+    let nedge = num(graph.adj.len() as u32, "the edge count")?;
+    let mut g = Owned::new(s::SCOTCH_graphInit, s::SCOTCH_graphExit, "graph")?;
+    // A context of its own, deterministic and with a fixed seed, in which the graph is mapped:
+    // the same input gives the same plan (Scotch's threads would not).
+    let mut context = Owned::new(s::SCOTCH_contextInit, s::SCOTCH_contextExit, "context")?;
+    // Declared after `context`, so it is freed first.
+    let mut bound = Owned::new(s::SCOTCH_graphInit, s::SCOTCH_graphExit, "context graph")?;
+    let mut out: Vec<Num> = vec![0; nvert];
+    // SAFETY: every pointer is to a live, initialised Scotch object or to a vector that
+    // outlives the calls; lengths are passed with each array and match it (the graph arrays
+    // are a valid compressed adjacency of `nvert` vertices and `nedge` arcs, `out` has one
+    // entry per vertex).
+    unsafe {
         if s::SCOTCH_graphBuild(
             g.ptr(),
             0,
@@ -137,11 +204,6 @@ pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
         }
         if s::SCOTCH_graphCheck(g.ptr()) != 0 {
             return Err("Scotch found the communication graph inconsistent".to_string());
-        }
-        if s::SCOTCH_stratGraphMapBuild(strat.ptr(), s::SCOTCH_STRATQUALITY as Num, nleaves, 0.0)
-            != 0
-        {
-            return Err("Scotch could not build a mapping strategy".to_string());
         }
         if s::SCOTCH_contextOptionSetNum(context.ptr(), s::SCOTCH_OPTIONNUMDETERMINISTIC as i32, 1)
             != 0
@@ -162,22 +224,16 @@ pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
         }
         // A private random generator with the same seed for every plan.
         s::SCOTCH_contextRandomSeed(context.ptr(), 1);
-        if s::SCOTCH_graphMap(bound.ptr(), sub.ptr(), strat.ptr(), parts.as_mut_ptr()) != 0 {
+        if s::SCOTCH_graphMap(bound.ptr(), arch.ptr(), strat.ptr(), out.as_mut_ptr()) != 0 {
             return Err("Scotch could not map the graph".to_string());
         }
     }
-    parts
-        .iter()
+    out.iter()
         .map(|&p| {
             usize::try_from(p)
                 .ok()
-                .filter(|&p| p < target.leaves.len())
-                .ok_or_else(|| {
-                    format!(
-                        "Scotch returned terminal {p}, outside the {} leaves",
-                        target.leaves.len()
-                    )
-                })
+                .filter(|&p| p < parts)
+                .ok_or_else(|| format!("Scotch returned terminal {p}, outside the {parts} parts"))
         })
         .collect()
 }

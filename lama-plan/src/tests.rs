@@ -34,7 +34,7 @@ fn check(plan: &Plan, machines: &[&Machine], np: usize, unit: Unit) {
             plan.cost
         );
     }
-    for other in ["bisection", "scotch"] {
+    for other in ["bisection", "scotch", "multisection"] {
         if let Some(c) = plan.cost_of(other) {
             assert!(
                 plan.cost <= c + 1e-9,
@@ -74,14 +74,15 @@ fn a_stencil_beats_block_and_never_loses_to_a_layout() {
     let matrix = patterns::stencil_2d(8, 4);
     let plan = plan(&matrix, &system, &paths, Unit::Core, &guard_layouts()).unwrap();
     check(&plan, &machines, 32, Unit::Core);
-    // Scotch, the bisection, the five guard layouts (Nscbnh and L3csbnh name levels this
+    // Scotch, the bisection, the multisection, the five guard layouts (Nscbnh and L3csbnh name levels this
     // machine lacks and are tried anyway), and of the 3! = 6 orders of n, s, c the three that
     // place differently from the guard layouts (csn, scn and nsc are csbnh, scbnh, nscbh).
-    assert_eq!(plan.candidates.len(), 2 + GUARD_LAYOUTS.len() + 3);
+    assert_eq!(plan.candidates.len(), 3 + GUARD_LAYOUTS.len() + 3);
     let block = plan.cost_of("csbnh").unwrap();
     assert!(plan.cost <= block);
     assert!(plan.cost <= plan.cost_of("bisection").unwrap());
     assert!(plan.cost <= plan.cost_of("scotch").unwrap());
+    assert!(plan.cost <= plan.cost_of("multisection").unwrap());
 }
 
 #[test]

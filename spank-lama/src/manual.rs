@@ -79,7 +79,9 @@ pub fn man_page(version: &str) -> String {
     p.paragraph(
         "A bad value stops the command before anything is launched, with the message lama map \
          would print. --lama-plan cannot be combined with --lama-map, --lama-bind, --lama-mppr \
-         or --lama-order.",
+         or --lama-order. A plan of up to 120 KiB travels in the step's environment; a larger \
+         one (up to 64 MiB) is read by every node from its file, as the job's user, and must be \
+         on a file system all the job's nodes mount, unchanged since srun read it.",
     );
     p.section("site settings");
     p.paragraph(

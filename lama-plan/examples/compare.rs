@@ -47,14 +47,20 @@ fn cases(n: u32) -> Vec<(String, CommMatrix)> {
 }
 
 /// The cases of a partial or uneven allocation of `slots` cores: clustered traffic on every
-/// core, and the squarest 2-D and 3-D stencils that fit (some cores stay free).
+/// core and on three quarters of them, and the squarest 2-D and 3-D stencils that fit (some
+/// cores stay free).
 fn uneven_cases(slots: u32) -> Vec<(String, CommMatrix)> {
     let x = (slots as f64).sqrt() as u32;
     let y = slots / x;
     let c = (slots as f64).cbrt() as u32;
     let z = slots / (c * c);
+    let three_quarters = slots * 3 / 4 / 8 * 8;
     vec![
         ("clustered 8".to_string(), patterns::clustered(slots, 8, 42)),
+        (
+            format!("clustered 8, {three_quarters} ranks"),
+            patterns::clustered(three_quarters, 8, 42),
+        ),
         (format!("2D stencil {x}x{y}"), patterns::stencil_2d(x, y)),
         (
             format!("3D stencil {c}x{c}x{z}"),

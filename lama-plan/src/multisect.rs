@@ -74,44 +74,48 @@ impl Work<'_> {
             return self.place(ranks, only, depth + 1);
         }
         let caps: Vec<usize> = children.iter().map(Vec::len).collect();
-        let want = shares(ranks.len(), &caps);
-        // Only the children that get ranks take part.
-        let used: Vec<usize> = (0..children.len()).filter(|&c| want[c] > 0).collect();
-        let sizes: Vec<usize> = used.iter().map(|&c| want[c]).collect();
-        let part = self.split(&ranks, &sizes)?;
-        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); used.len()];
+        let part = self.split(&ranks, &caps)?;
+        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); caps.len()];
         for (i, &r) in ranks.iter().enumerate() {
             groups[part[i]].push(r);
         }
-        for (group, &c) in groups.into_iter().zip(&used) {
-            let slots = std::mem::take(&mut children[c]);
+        for (group, slots) in groups.into_iter().zip(children) {
             self.place(group, slots, depth + 1)?;
         }
         Ok(())
     }
 
-    /// Splits `ranks` into parts of exactly `sizes` (which sum to the rank count), cutting
-    /// little volume: returns each rank's part.
-    fn split(&mut self, ranks: &[u32], sizes: &[usize]) -> Result<Vec<usize>, String> {
-        if sizes.len() == 1 {
-            return Ok(vec![0; ranks.len()]);
+    /// Splits `ranks` into one part per child of capacity `caps`, cutting little volume:
+    /// returns each rank's part. Where the ranks are fewer than the slots, a part may take
+    /// more than its share, up to its capacity (so a group of heavy talkers is not cut to fill
+    /// each child in proportion); where they fill the slots, every part is its capacity.
+    fn split(&mut self, ranks: &[u32], caps: &[usize]) -> Result<Vec<usize>, String> {
+        let n = ranks.len();
+        let total: usize = caps.iter().sum();
+        if n > total {
+            return Err("more ranks than slots".to_string());
         }
         let sub = self.induced(ranks);
-        let weights: Vec<u32> = sizes.iter().map(|&s| s as u32).collect();
+        // Scotch's tolerance: a part may exceed its share by this ratio, which the slack
+        // allows (capacity / share - 1), between 1 % and 25 % in steps of 1 %.
+        let slack = (total as f64 / n as f64 - 1.0).clamp(0.01, 0.25);
+        let percent = (slack * 100.0).floor() as u32;
+        let weights: Vec<u32> = caps.iter().map(|&c| c as u32).collect();
         let mut part = if sub.adj.is_empty() {
-            // Nothing to cut: any split of the right sizes is as good.
+            // Nothing to cut: any split within the capacities is as good.
             Vec::new()
         } else {
-            self.partitioner.partition(&sub, &weights)?
+            self.partitioner.partition(&sub, &weights, percent)?
         };
-        if part.len() != ranks.len() {
-            part = sizes
+        if part.len() != n {
+            let want = shares(n, caps);
+            part = want
                 .iter()
                 .enumerate()
-                .flat_map(|(p, &n)| std::iter::repeat_n(p, n))
+                .flat_map(|(p, &k)| std::iter::repeat_n(p, k))
                 .collect();
         }
-        exact_sizes(&sub, &mut part, sizes);
+        within_capacity(&sub, &mut part, caps);
         Ok(part)
     }
 
@@ -143,8 +147,9 @@ impl Work<'_> {
     }
 }
 
-/// How many of `n` ranks each child takes: its capacity when the ranks fill them all, else in
-/// proportion to capacity (largest remainders first), never above it.
+/// How many of `n` ranks each child takes when Scotch has nothing to cut: its capacity when the
+/// ranks fill them all, else in proportion to capacity (largest remainders first), never above
+/// it.
 fn shares(n: usize, caps: &[usize]) -> Vec<usize> {
     let total: usize = caps.iter().sum();
     if n >= total {
@@ -167,10 +172,11 @@ fn shares(n: usize, caps: &[usize]) -> Vec<usize> {
     want
 }
 
-/// Moves vertices out of parts over their size into parts under it until every part has
-/// exactly its size: from each part over its size, the vertices that lose the least connection
-/// by moving (connection to the best part with room minus connection to their own) move first.
-fn exact_sizes(g: &scotch::Graph, part: &mut [usize], sizes: &[usize]) {
+/// Moves vertices out of parts over their capacity (`sizes`) into parts with room until no part
+/// is over: from each part over its capacity, the vertices that lose the least connection by
+/// moving (connection to the best part with room minus connection to their own) move first.
+/// Where the capacities sum to the vertex count, every part ends with exactly its capacity.
+fn within_capacity(g: &scotch::Graph, part: &mut [usize], sizes: &[usize]) {
     let k = sizes.len();
     let mut count = vec![0usize; k];
     for &p in part.iter() {
@@ -271,7 +277,7 @@ mod tests {
         // A path of 6 split 5 + 1 must become 3 + 3: vertex 3 (the boundary) moves first.
         let g = path(6);
         let mut part = vec![0, 0, 0, 0, 0, 1];
-        exact_sizes(&g, &mut part, &[3, 3]);
+        within_capacity(&g, &mut part, &[3, 3]);
         assert_eq!(part, vec![0, 0, 0, 1, 1, 1]);
     }
 

@@ -106,11 +106,11 @@ pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
     mapped(graph, &mut sub, target.leaves.len(), &mut strat)
 }
 
-/// Partitions graphs into parts of given sizes; keeps one strategy per part count, as a
-/// multisection asks for thousands of small partitions with the same few part counts.
+/// Partitions graphs into parts of given sizes; keeps one strategy per part count and
+/// tolerance, as a multisection asks for thousands of small partitions with the same few.
 #[derive(Default)]
 pub struct Partitioner {
-    strategies: std::collections::HashMap<usize, Owned<s::SCOTCH_Strat>>,
+    strategies: std::collections::HashMap<(usize, u32), Owned<s::SCOTCH_Strat>>,
 }
 
 impl std::fmt::Debug for Partitioner {
@@ -123,8 +123,14 @@ impl Partitioner {
     /// Partitions the graph into `sizes.len()` parts whose vertex counts are about
     /// proportional to `sizes` (Scotch maps onto a complete graph with those weights: every
     /// pair of parts costs the same, so the cut is what is minimised); returns, per vertex, its
-    /// part. The sizes are met within Scotch's balance tolerance; the caller makes them exact.
-    pub fn partition(&mut self, graph: &Graph, sizes: &[u32]) -> Result<Vec<usize>, String> {
+    /// part. The sizes are met within `percent` % (Scotch's balance tolerance); the caller
+    /// enforces what must be exact.
+    pub fn partition(
+        &mut self,
+        graph: &Graph,
+        sizes: &[u32],
+        percent: u32,
+    ) -> Result<Vec<usize>, String> {
         if sizes.is_empty() || sizes.contains(&0) {
             return Err("every part needs a size".to_string());
         }
@@ -135,11 +141,13 @@ impl Partitioner {
         {
             return Err("Scotch refused the weighted complete graph".to_string());
         }
-        let strat = match self.strategies.entry(sizes.len()) {
+        let strat = match self.strategies.entry((sizes.len(), percent)) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(strategy(sizes.len(), s::SCOTCH_STRATBALANCE, 0.01)?)
-            }
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(strategy(
+                sizes.len(),
+                s::SCOTCH_STRATBALANCE,
+                f64::from(percent) / 100.0,
+            )?),
         };
         mapped(graph, &mut arch, sizes.len(), strat)
     }

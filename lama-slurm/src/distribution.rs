@@ -370,7 +370,10 @@ pub fn hint(
             ));
         }
     }
-    let nodes = vec![machine; nnodes.min(1 << 16) as usize];
+    // How a layout spreads ranks over nodes (its node stride) depends only on the levels it
+    // names before `n`, inside one node: two nodes show it as well as the step's thousands, so
+    // the cost in node 0's slurmstepd does not grow with the job.
+    let nodes = vec![machine; nnodes.min(2) as usize];
     let req = Request {
         np: 0,
         oversubscribe: false,
@@ -603,5 +606,22 @@ mod tests {
             hint(&m, &layout, "node1", 2, Some("cyclic:block"), None),
             None
         );
+        // A step of 100,000 nodes gets the advice of a step of 3 (counted by hand: csbnh
+        // fills a node's 8 cores before the next node, snch puts one rank on each socket
+        // before the next node, nscbh one rank per node in turn), placed on two nodes whatever
+        // the step's size.
+        for (layout, want) in [
+            ("csbnh", "plane=8"),
+            ("snch", "plane=2"),
+            ("nscbh", "cyclic"),
+        ] {
+            let r = request(layout, "1c", 0);
+            for nodes in [3, 100_000] {
+                let h = hint(&m, &r, "node1", nodes, Some("arbitrary"), None).unwrap();
+                let like = format!("like `-m {want}`");
+                assert!(h.contains(&like), "{layout} on {nodes} nodes: {h}");
+                assert!(h.contains(&format!("the step's {nodes} nodes")), "{h}");
+            }
+        }
     }
 }

@@ -59,18 +59,7 @@ impl Work<'_> {
             }
             return;
         }
-        // The children at this depth, in coordinate order, each with its slots.
-        let mut children: Vec<(u32, Vec<usize>)> = Vec::new();
-        let mut sorted = slots;
-        sorted.sort_by_key(|&s| (self.coords[s][depth], s));
-        for s in sorted {
-            let c = self.coords[s][depth];
-            match children.last_mut() {
-                Some((k, v)) if *k == c => v.push(s),
-                _ => children.push((c, vec![s])),
-            }
-        }
-        let groups: Vec<Vec<usize>> = children.into_iter().map(|(_, v)| v).collect();
+        let groups = children(self.coords, slots, depth);
         self.split(ranks, groups, depth);
     }
 
@@ -157,6 +146,25 @@ impl Work<'_> {
         }
         (a, b)
     }
+}
+
+/// The children at `depth` of the tree vertex that holds `slots` (slots whose coordinates
+/// agree above `depth`), in coordinate order, each with its slots in order.
+pub(crate) fn children(
+    coords: &[Vec<u32>],
+    mut slots: Vec<usize>,
+    depth: usize,
+) -> Vec<Vec<usize>> {
+    slots.sort_by_key(|&s| (coords[s][depth], s));
+    let mut out: Vec<(u32, Vec<usize>)> = Vec::new();
+    for s in slots {
+        let c = coords[s][depth];
+        match out.last_mut() {
+            Some((k, v)) if *k == c => v.push(s),
+            _ => out.push((c, vec![s])),
+        }
+    }
+    out.into_iter().map(|(_, v)| v).collect()
 }
 
 /// The first `want` vertices (in rank order) on side A.

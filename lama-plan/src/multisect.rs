@@ -54,21 +54,7 @@ impl Work<'_> {
             }
             return Ok(());
         }
-        // The children at this depth, in coordinate order, each with its slots.
-        let mut sorted = slots;
-        sorted.sort_by_key(|&s| (self.coords[s][depth], s));
-        let mut children: Vec<Vec<usize>> = Vec::new();
-        let mut last = None;
-        for s in sorted {
-            let c = self.coords[s][depth];
-            if last != Some(c) {
-                children.push(Vec::new());
-                last = Some(c);
-            }
-            if let Some(v) = children.last_mut() {
-                v.push(s);
-            }
-        }
+        let mut children = crate::bisect::children(self.coords, slots, depth);
         if children.len() == 1 {
             let only = children.pop().unwrap_or_default();
             return self.place(ranks, only, depth + 1);

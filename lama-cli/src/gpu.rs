@@ -59,7 +59,10 @@ fn lama_variables(
     membind: Membind,
     args: &MapArgs,
 ) -> Vec<(&'static str, String)> {
-    let labels = task_env::Labels::new(req.layout_text(), req.bind_text(), &req.mppr, req.order);
+    // The binding the task's group used (widened for -c, or its exact fallback), as the
+    // plugin's LAMA_BIND says.
+    let bind = t.bind.map_or_else(|| req.bind_text(), |b| b.to_string());
+    let labels = task_env::Labels::new(req.layout_text(), bind, &req.mppr, req.order);
     let asked = task_env::Asked {
         labels: &labels,
         bound: req.bind != Some(Bind::None),

@@ -14,7 +14,11 @@
 //!   round-robin when there are more tasks than GPUs.
 //! - **GPUs per task** (`k`, the resource manager's `--gpus-per-task`): each task gets `k`
 //!   GPUs that follow one another in that order, near the same CPUs where the GPUs allow; the
-//!   CPUs near the first are its CPUs.
+//!   CPUs near any of them are its CPUs (near the first where that would overlap another
+//!   task's).
+//! - **Fewer tasks than GPUs**: the tasks are spread over the node, each next one on the GPU
+//!   farthest from those already used, so no socket's GPUs sit idle while another socket holds
+//!   two tasks.
 //!
 //! "Near" is a device's locality ([`Device::pus`]) clipped to the CPUs the caller may use.
 //! Tasks of GPUs with the same CPUs near them are placed together, so two tasks of two GPUs
@@ -237,6 +241,9 @@ pub struct GpuTask {
     pub bound_logical: Vec<u32>,
     /// OS indexes of its bound PUs (empty without binding).
     pub cpus: CpuList,
+    /// The binding its group used (the default widened for `-c`, or its exact fallback);
+    /// `None` under `1g`.
+    pub bind: Option<Bind>,
 }
 
 /// The tasks of one node placed by GPU, in task order, and what the caller should say.
@@ -393,18 +400,6 @@ pub fn place_by_gpu_ranked(
     let mut chunks = spare.chunks_exact(k);
     units.extend(chunks.by_ref().map(<[usize]>::to_vec));
     let left = chunks.remainder();
-    if req.fixed {
-        for unit in units.iter().take(np as usize) {
-            if unit.iter().any(|&g| near[g] != near[unit[0]]) {
-                notes.push(format!(
-                    "the GPUs given to one task ({}) are near different CPUs; the task runs on \
-                     those near {}",
-                    names(gpus, unit.iter().copied()),
-                    gpu_name(gpus[unit[0]])
-                ));
-            }
-        }
-    }
     if !left.is_empty() {
         notes.push(format!(
             "{} GPU(s) used by no task ({}): {} GPUs are not a multiple of {k} per task",
@@ -416,6 +411,9 @@ pub fn place_by_gpu_ranked(
     let rank_of = |g: usize| order.iter().position(|&o| o == g).unwrap_or(usize::MAX);
     if !req.fixed {
         units.sort_by_key(|u| rank_of(u[0]));
+        if (np as usize) < units.len() {
+            units = spread(machine, gpus, units, np as usize);
+        }
     }
     let u = units.len() as u32;
     if req.fixed && np > u {
@@ -445,10 +443,58 @@ pub fn place_by_gpu_ranked(
             names(gpus, units[np as usize..].iter().flatten().copied())
         ));
     }
-    // The CPUs of each unit: near its first GPU, else (none of them usable) all.
+    // The CPUs of each unit: those near any of its GPUs, unless that makes two units' CPUs
+    // overlap without being the same; then those near its first GPU. A unit none of whose
+    // CPUs can be used gets all the usable CPUs.
+    let covering: Vec<Vec<u32>> = units
+        .iter()
+        .map(|unit| {
+            let mut cpus: Vec<u32> = unit.iter().flat_map(|&g| near[g].iter().copied()).collect();
+            cpus.sort_unstable();
+            cpus.dedup();
+            cpus
+        })
+        .collect();
+    let spans = units
+        .iter()
+        .any(|unit| unit.iter().any(|&g| near[g] != near[unit[0]]));
+    let nested = covering.iter().enumerate().any(|(a, ca)| {
+        covering[a + 1..]
+            .iter()
+            .any(|cb| ca != cb && ca.iter().any(|q| cb.binary_search(q).is_ok()))
+    });
+    if req.fixed {
+        for (i, unit) in units.iter().enumerate().take(np as usize) {
+            if unit.iter().any(|&g| near[g] != near[unit[0]]) {
+                let runs_on = if nested {
+                    format!("those near {}", gpu_name(gpus[unit[0]]))
+                } else {
+                    format!(
+                        "the CPUs near any of them ({})",
+                        os_list(machine, &covering[i])
+                    )
+                };
+                notes.push(format!(
+                    "the GPUs given to one task ({}) are near different CPUs; the task runs on \
+                     {runs_on}",
+                    names(gpus, unit.iter().copied()),
+                ));
+            }
+        }
+    } else if spans && nested {
+        notes.push(
+            "the GPUs of some tasks are near different CPUs, and the CPUs near all of them \
+             would overlap another task's: each task runs on the CPUs near its first GPU"
+                .to_string(),
+        );
+    }
     let mut unit_cpus: Vec<Vec<u32>> = Vec::new();
-    for unit in &units {
-        let mut cpus = near[unit[0]].clone();
+    for (i, unit) in units.iter().enumerate() {
+        let mut cpus = if nested {
+            near[unit[0]].clone()
+        } else {
+            covering[i].clone()
+        };
         if cpus.is_empty() {
             let theirs = CpuList::from_cpus(
                 gpus[unit[0]]
@@ -622,6 +668,7 @@ pub fn place_by_gpu_ranked(
                 pu_logical: info.pu_logical,
                 bound_logical,
                 cpus: cpus_bound,
+                bind: req.bind.map(|_| placed.request().bind),
             });
         }
     }
@@ -633,6 +680,60 @@ pub fn place_by_gpu_ranked(
         notes,
         groups: groups_bound,
     })
+}
+
+/// The logical PUs of the smallest object of `m` (the whole machine at most) that holds every
+/// range of logical PUs given.
+fn holding<'a>(
+    m: &Machine,
+    ranges: impl IntoIterator<Item = &'a std::ops::Range<u32>>,
+) -> std::ops::Range<u32> {
+    let ranges: Vec<&std::ops::Range<u32>> = ranges.into_iter().collect();
+    let holds =
+        |o: &std::ops::Range<u32>, r: &std::ops::Range<u32>| o.start <= r.start && r.end <= o.end;
+    crate::level::ALL_LEVELS
+        .iter()
+        .flat_map(|&l| m.objects(l))
+        .filter(|o| ranges.iter().all(|r| holds(&o.pus, r)))
+        .map(|o| o.pus.clone())
+        .min_by_key(|r| (r.len(), r.start))
+        .unwrap_or(0..m.pus().len() as u32)
+}
+
+/// With fewer tasks (`np`) than units, which units the tasks use: one at a time, the unit
+/// farthest from those already chosen (whose nearest chosen unit shares the largest object
+/// with it), the first in order among equals. So two tasks on a node of two sockets with two
+/// GPUs each use one GPU of each socket, not both of the first (LLNL mpibind spreads the same
+/// way), and a task is never added to a domain while another has none. The chosen units come
+/// first, in their order; the rest follow, unused.
+fn spread(m: &Machine, gpus: &[&Device], units: Vec<Vec<usize>>, np: usize) -> Vec<Vec<usize>> {
+    let ranges: Vec<std::ops::Range<u32>> = units
+        .iter()
+        .map(|unit| holding(m, unit.iter().map(|&g| &gpus[g].pus)))
+        .collect();
+    let mut chosen: Vec<usize> = Vec::with_capacity(np);
+    while chosen.len() < np {
+        let next = (0..units.len())
+            .filter(|i| !chosen.contains(i))
+            .max_by_key(|&i| {
+                let nearest = chosen
+                    .iter()
+                    .map(|&c| common_size(m, &ranges[i], &ranges[c]))
+                    .min()
+                    .unwrap_or(usize::MAX);
+                (nearest, std::cmp::Reverse(i))
+            })
+            .expect("fewer tasks than units");
+        chosen.push(next);
+    }
+    chosen.sort_unstable();
+    let rest: Vec<usize> = (0..units.len()).filter(|i| !chosen.contains(i)).collect();
+    let mut units: Vec<Option<Vec<usize>>> = units.into_iter().map(Some).collect();
+    chosen
+        .into_iter()
+        .chain(rest)
+        .map(|i| units[i].take().expect("each unit once"))
+        .collect()
 }
 
 /// The number of PUs of the smallest object of `m` (the whole machine at most) that holds both
@@ -822,15 +923,51 @@ mod tests {
             ]
         );
         assert!(p.notes.is_empty(), "{:?}", p.notes);
-        // With 'g' first, two tasks go to GPUs 0 and 1, both near package 0, even where the
-        // rest of the layout (scbnh) alone would put task 1 on package 1.
-        let two = place_by_gpu(&m, &all_gpus(&m), 2, &req("gscbnh", Some("1c")), "").unwrap();
-        assert_eq!(two.tasks[0].cpus.to_string(), "0");
+        // Fewer tasks than GPUs: two tasks use one GPU of each package (GPUs 0 and 2), not
+        // GPUs 0 and 1, both near package 0, which would leave package 1 idle.
+        let two = place_by_gpu(&m, &all_gpus(&m), 2, &req("gcsbnh", Some("1c")), "").unwrap();
         assert_eq!(
-            two.tasks[1].cpus.to_string(),
-            "1",
-            "GPU 1 is near package 0"
+            summary(&m, &two),
+            vec![
+                (vec![0], "0".to_string(), nic("mlx5_0")),
+                (vec![2], "2".to_string(), nic("mlx5_1")),
+            ]
         );
+        assert_eq!(
+            two.notes,
+            ["2 task(s) for 4 GPU group(s): gpu1,gpu3 used by no task"]
+        );
+        // Three: package 0 gets a second task only once package 1 has one.
+        let three = place_by_gpu(&m, &all_gpus(&m), 3, &req("gcsbnh", Some("1c")), "").unwrap();
+        let gpus: Vec<Vec<usize>> = three.tasks.iter().map(|t| t.gpus.clone()).collect();
+        assert_eq!(gpus, [vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn a_task_of_several_gpus_runs_near_all_of_them() {
+        // By hand: four GPUs near the four cores of a 2-package node (GPU i near core i), two
+        // GPUs per task. Task 0 holds GPUs 0 and 1 and runs on cores 0-1 (near either), not on
+        // core 0 alone; task 1 on cores 2-3.
+        let m = node(
+            &[
+                ("0000:01:00.0", &[0]),
+                ("0000:02:00.0", &[1]),
+                ("0000:03:00.0", &[2]),
+                ("0000:04:00.0", &[3]),
+            ],
+            &[],
+        );
+        let mut two = req("gpu", None);
+        two.gpus_per_task = 2;
+        let p = place_by_gpu(&m, &all_gpus(&m), 2, &two, "").unwrap();
+        assert_eq!(summary(&m, &p)[0], (vec![0, 1], "0-1".to_string(), None));
+        assert_eq!(summary(&m, &p)[1], (vec![2, 3], "2-3".to_string(), None));
+        // GPUs 0 and 2, then 1 and 3 (fixed by the launcher): cores 0 and 2, then 1 and 3.
+        two.fixed = true;
+        let gpus = all_gpus(&m);
+        let p = place_by_gpu(&m, &[gpus[0], gpus[2], gpus[1], gpus[3]], 2, &two, "").unwrap();
+        assert_eq!(p.tasks[0].cpus.to_string(), "0,2");
+        assert_eq!(p.tasks[1].cpus.to_string(), "1,3");
     }
 
     #[test]
@@ -845,7 +982,7 @@ mod tests {
     #[test]
     fn bind_to_the_gpu_cpus_and_several_gpus_per_task() {
         let m = lassen();
-        let p = place_by_gpu(&m, &all_gpus(&m), 2, &req("gpu", None), "").unwrap();
+        let p = place_by_gpu(&m, &all_gpus(&m), 4, &req("gpu", None), "").unwrap();
         assert_eq!(p.tasks[0].cpus.to_string(), "0-1");
         assert_eq!(
             p.tasks[1].cpus.to_string(),

@@ -270,6 +270,9 @@ pub fn place_here(
         if let Some(n) = t.nic {
             env.extend(nic_variables(&machine.devices()[n]));
         }
+        if let Some(used) = t.bind {
+            env.push(("LAMA_BIND", used.to_string()));
+        }
         let places = if request.omp {
             let per_cpu = lama_slurm::task_env::one_place_per_cpu(cpus.per_task, cpus.unit);
             omp_places(machine, &t.bound_logical, per_cpu)
@@ -560,7 +563,8 @@ mod tests {
             no_files,
         )
         .unwrap();
-        // Local task 0 is global rank 5 and local task 1 rank 4: rank 4 comes first.
+        // Local task 0 is global rank 5 and local task 1 rank 4: rank 4 comes first. Two tasks
+        // on four GPUs use one GPU of each package (0 and 2), each seeing only its own.
         let (tasks, _) = place_here(
             &m,
             &request("gcsbnh", Some("1g"), true),
@@ -571,8 +575,43 @@ mod tests {
         )
         .unwrap();
         assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0"));
-        assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("1"));
+        assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("2"));
+        assert_eq!(tasks[1].cpus.to_string(), "0-1");
+        assert_eq!(tasks[0].cpus.to_string(), "2-3");
+        // Under 1g the step's own LAMA_BIND (1g) stays.
+        assert_eq!(var(&tasks[0], "LAMA_BIND"), None);
+    }
+
+    #[test]
+    fn lama_bind_names_the_binding_widened_for_cpus_per_task() {
+        let gpus = read(
+            env_of(&[("SLURM_STEP_GPUS", "0,2"), ("CUDA_VISIBLE_DEVICES", "0,2")]),
+            "NVIDIA",
+            no_files,
+        )
+        .unwrap();
+        // -c 2: by hand, each task's GPU is near a package of two one-thread cores, so the
+        // default 1c widens to 2c (the whole package), and LAMA_BIND says 2c, not 1c.
+        let cpus = StepCpus {
+            per_task: 2,
+            ..StepCpus::default()
+        };
+        let (tasks, _) = place_here(
+            &node(),
+            &request("gcsbnh", None, false),
+            &gpus,
+            &[0, 1],
+            false,
+            cpus,
+        )
+        .unwrap();
         assert_eq!(tasks[0].cpus.to_string(), "0-1");
+        assert_eq!(tasks[1].cpus.to_string(), "2-3");
+        assert_eq!(var(&tasks[0], "LAMA_BIND"), Some("2c"));
+        assert_eq!(var(&tasks[1], "LAMA_BIND"), Some("2c"));
+        // Without -c: 1c, as asked by default.
+        let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
+        assert_eq!(var(&tasks[0], "LAMA_BIND"), Some("1c"));
     }
 
     #[test]

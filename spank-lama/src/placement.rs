@@ -60,7 +60,9 @@ pub struct TaskPlacement {
     pub omp_place_count: usize,
     /// OS indexes of the NUMA nodes the binding touches (empty without binding).
     pub mems: CpuList,
-    /// The task's GPU and NIC variables (a step placed by GPU; else empty).
+    /// The variables a step placed by GPU adds (else empty): the task's GPU and NIC
+    /// variables, and `LAMA_BIND` naming the binding its group of GPUs used, which replaces
+    /// the step's.
     pub devices: Vec<(&'static str, String)>,
     /// Under Slurm's per-task GPU binding, the GPUs (Slurm's indexes, ascending) this
     /// placement was made beside. Slurm chooses each task's GPUs itself (the free GPUs closest

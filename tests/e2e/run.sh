@@ -912,19 +912,20 @@ t_gpu_placement() {
     as_user srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=closest --lama-map=gcsbnh true > "$work/out" 2> "$work/err" \
         && { fail "--gpu-bind=closest with a g layout ran"; return 1; }
     grep -qF -- "--gpu-bind=none to let LAMA choose" "$work/err" || fail "no message for --gpu-bind=closest: $(cat "$work/err")" || return 1
-    # All four GPUs for two tasks, bound to the CPUs near each task's GPU (1g): GPUs 0 and 1,
-    # both near CPU 0. Without 'g' the second task would run on CPU 1.
+    # All four GPUs for two tasks, bound to the CPUs near each task's GPU (1g). Fewer tasks than
+    # GPUs are spread over the sockets (by hand: GPUs 0,1 are near CPU 0 and 2,3 near CPU 1):
+    # GPUs 0 and 2, not 0 and 1, which would leave socket 1 and its GPUs idle.
     run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g || fail "srun 1g failed: $(cat "$work/err")" || return 1
-    assert_eq "1g CPUs" "0 0" "$(report_field 3)" || return 1
-    assert_eq "1g GPUs" "0 1" "$(report_field 4)" || return 1
-    assert_eq "1g visible GPUs (own first)" "0,1,2,3 1,0,2,3" "$(report_field 5)" || return 1
+    assert_eq "1g CPUs" "0 1" "$(report_field 3)" || return 1
+    assert_eq "1g GPUs (one per socket)" "0 2" "$(report_field 4)" || return 1
+    assert_eq "1g visible GPUs (own first)" "0,1,2,3 2,0,1,3" "$(report_field 5)" || return 1
     run_srun -w node1 -n2 --gres=gpu:4 --lama-map=scbnh || fail "srun scbnh failed: $(cat "$work/err")" || return 1
     assert_eq "without g" "0 1" "$(report_field 3)" || return 1
     assert_eq "without g, Slurm's CUDA_VISIBLE_DEVICES" "0,1,2,3 0,1,2,3" "$(report_field 5)" || return 1
     assert_eq "without g, no LAMA_GPUS" "unset unset" "$(report_field 4)" || return 1
     # Isolation: each task sees only its own GPU.
     run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g --lama-gpu-isolate || fail "srun isolate failed: $(cat "$work/err")" || return 1
-    assert_eq "isolated visible GPUs" "0 1" "$(report_field 5)" || return 1
+    assert_eq "isolated visible GPUs" "0 2" "$(report_field 5)" || return 1
     # At most one task per GPU with two GPUs: three tasks are refused on the node.
     as_user srun -w node1 -n3 -O --gres=gpu:2 --lama-map=gcsbnh --lama-mppr=1:g true > "$work/out" 2> "$work/err" \
         && { fail "three tasks on two GPUs with 1:g ran"; return 1; }

@@ -455,9 +455,11 @@ pub fn place_by_gpu_ranked(
             cpus
         })
         .collect();
-    let spans = units
+    // Whether each unit's GPUs are near different CPUs.
+    let spans: Vec<bool> = units
         .iter()
-        .any(|unit| unit.iter().any(|&g| near[g] != near[unit[0]]));
+        .map(|unit| unit.iter().any(|&g| near[g] != near[unit[0]]))
+        .collect();
     let nested = covering.iter().enumerate().any(|(a, ca)| {
         covering[a + 1..]
             .iter()
@@ -465,7 +467,7 @@ pub fn place_by_gpu_ranked(
     });
     if req.fixed {
         for (i, unit) in units.iter().enumerate().take(np as usize) {
-            if unit.iter().any(|&g| near[g] != near[unit[0]]) {
+            if spans[i] {
                 let runs_on = if nested {
                     format!("those near {}", gpu_name(gpus[unit[0]]))
                 } else {
@@ -481,7 +483,7 @@ pub fn place_by_gpu_ranked(
                 ));
             }
         }
-    } else if spans && nested {
+    } else if nested && spans.contains(&true) {
         notes.push(
             "the GPUs of some tasks are near different CPUs, and the CPUs near all of them \
              would overlap another task's: each task runs on the CPUs near its first GPU"
@@ -739,15 +741,7 @@ fn spread(m: &Machine, gpus: &[&Device], units: Vec<Vec<usize>>, np: usize) -> V
 /// The number of PUs of the smallest object of `m` (the whole machine at most) that holds both
 /// ranges of logical PUs.
 fn common_size(m: &Machine, a: &std::ops::Range<u32>, b: &std::ops::Range<u32>) -> usize {
-    let holds =
-        |o: &std::ops::Range<u32>, r: &std::ops::Range<u32>| o.start <= r.start && r.end <= o.end;
-    crate::level::ALL_LEVELS
-        .iter()
-        .flat_map(|&l| m.objects(l))
-        .filter(|o| holds(&o.pus, a) && holds(&o.pus, b))
-        .map(|o| o.pus.len())
-        .min()
-        .unwrap_or(m.pus().len())
+    holding(m, [a, b]).len()
 }
 
 /// Checks that every object of `level` with CPUs among `cpus` lies inside them (else a binding

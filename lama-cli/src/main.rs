@@ -77,8 +77,52 @@ enum Command {
     Manpage,
 }
 
-/// Where `lama --version` looks for the installed plugin (`LAMA_PLUGIN` overrides it).
-const PLUGIN_PATH: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so";
+/// Where `lama --version` looks for the installed plugin: `LAMA_PLUGIN`, else in each
+/// directory of the running Slurm's `PluginDir` (`scontrol show config`), else in the plugin
+/// directory of this build ([`lama_slurm::built_for::INSTALL_DIR`]). The first file that
+/// exists is read; `Err` lists where it looked.
+fn installed_plugin() -> Result<String, String> {
+    if let Ok(path) = std::env::var("LAMA_PLUGIN") {
+        return Ok(path);
+    }
+    let slurm = std::process::Command::new("scontrol")
+        .args(["show", "config"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .and_then(|out| plugin_dir(&String::from_utf8_lossy(&out.stdout)));
+    let mut dirs: Vec<String> = slurm
+        .iter()
+        .flat_map(|d| d.split(':'))
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect();
+    dirs.extend(lama_slurm::built_for::INSTALL_DIR.map(str::to_string));
+    let candidates: Vec<String> = dirs.iter().map(|d| format!("{d}/spank_lama.so")).collect();
+    candidates
+        .iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .cloned()
+        .ok_or_else(|| {
+            let looked = if candidates.is_empty() {
+                "nowhere: no Slurm answered scontrol show config, and this build names no plugin \
+                 directory"
+                    .to_string()
+            } else {
+                candidates.join(", ")
+            };
+            format!("plugin: not found (looked in {looked}); set LAMA_PLUGIN to its path")
+        })
+}
+
+/// `PluginDir` from `scontrol show config` output (`PluginDir = /usr/lib64/slurm`).
+fn plugin_dir(config: &str) -> Option<String> {
+    config.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key.trim() == "PluginDir").then(|| value.trim().to_string())
+    })
+}
 
 /// What `lama --version` says about the plugin at `path`: the Slurm release it was built for,
 /// read from the text the plugin carries ([`lama_slurm::built_for`]).
@@ -101,8 +145,11 @@ fn version_text(with_plugin: bool) -> String {
         lama_engine::VERSION
     );
     if with_plugin {
-        let plugin = std::env::var("LAMA_PLUGIN").unwrap_or_else(|_| PLUGIN_PATH.to_string());
-        text += &format!("\n{}", plugin_version(&plugin));
+        let line = match installed_plugin() {
+            Ok(plugin) => plugin_version(&plugin),
+            Err(why) => why,
+        };
+        text += &format!("\n{line}");
     }
     text
 }
@@ -1384,6 +1431,22 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         command(false).debug_assert();
+    }
+
+    #[test]
+    fn plugin_dir_is_read_from_scontrol_show_config() {
+        let config = "Configuration data as of 2026-11-26T10:00:00\n\
+                      PlugStackConfig         = /etc/slurm/plugstack.conf\n\
+                      PluginDir               = /usr/local/lib/slurm:/opt/site/slurm\n\
+                      SlurmdSpoolDir          = /var/spool/slurmd\n";
+        assert_eq!(
+            plugin_dir(config).as_deref(),
+            Some("/usr/local/lib/slurm:/opt/site/slurm")
+        );
+        assert_eq!(
+            plugin_dir("PlugStackConfig = /etc/slurm/plugstack.conf\n"),
+            None
+        );
     }
 
     #[test]

@@ -233,8 +233,9 @@ pub fn man_page(cmd: &clap::Command, version: &str) -> String {
         .item(
             "LAMA_PLUGIN",
             None,
-            "Where lama --version looks for the installed plugin; default \
-             /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so.",
+            "Where lama --version looks for the installed plugin; by default spank_lama.so in \
+             the running Slurm's PluginDir (scontrol show config), then in the plugin \
+             directory this lama was built for.",
         );
     p.section("examples").literal(EXAMPLES);
     p.section("see also")

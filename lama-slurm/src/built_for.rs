@@ -4,6 +4,17 @@
 //! ([`find`]) and `scripts/install-plugin.sh` (`grep -a`) read it from the file, without
 //! loading the plugin or reading ELF symbols.
 
+/// The plugin directory this build installs into (`LAMA_PLUGINDIR` when it was built, set by
+/// `./configure` and `make`: the running Slurm's `PluginDir`, or the one the admin named);
+/// `None` for a plain `cargo build`, which names no directory.
+pub const INSTALL_DIR: Option<&str> = option_env!("LAMA_PLUGINDIR");
+
+/// The installed plugin's path as the documentation writes it: in [`INSTALL_DIR`], else in
+/// Slurm's `PluginDir`.
+pub fn plugin_path() -> String {
+    format!("{}/spank_lama.so", INSTALL_DIR.unwrap_or("PluginDir"))
+}
+
 /// What precedes the release.
 pub const PREFIX: &str = "spank-lama built for Slurm ";
 

@@ -11,12 +11,25 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-/// Default location of Slurm's cached whole-node topology (Debian's `SlurmdSpoolDir`).
-pub const DEFAULT_SLURM_XML: &str = "/var/lib/slurm/slurmd/hwloc_topo_whole.xml";
+/// The name of Slurm's cached whole-node topology in the running Slurm's `SlurmdSpoolDir`.
+pub const SLURM_XML_NAME: &str = "hwloc_topo_whole.xml";
 
-/// Default location of LAMA's own cached topology, written at slurmd start (Debian's
-/// `SlurmdSpoolDir`, beside Slurm's file, which Slurm ≥ 25.05 no longer writes).
-pub const DEFAULT_TOPOLOGY_CACHE: &str = "/var/lib/slurm/slurmd/lama_topology.xml";
+/// The name of LAMA's own cached topology, written at slurmd start, in the same directory
+/// (beside Slurm's file, which Slurm ≥ 25.05 no longer writes).
+pub const TOPOLOGY_CACHE_NAME: &str = "lama_topology.xml";
+
+/// Where a cached topology file is: by default in the `SlurmdSpoolDir` of the Slurm the plugin
+/// runs in (read from that Slurm, [`crate::slurm_conf`]), else where the site's line says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SpoolFile {
+    /// `SlurmdSpoolDir/<name>`.
+    #[default]
+    InSpool,
+    /// The path the site gave.
+    At(PathBuf),
+    /// `none`: neither written nor read.
+    Off,
+}
 
 /// What to do when a site default cannot be placed for a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,9 +63,12 @@ pub struct SiteConfig {
     /// Admin topology file, `%n` standing for the node name.
     pub topology: Option<String>,
     /// Slurm's cached XML.
-    pub slurm_xml: PathBuf,
-    /// LAMA's own cached XML, written when slurmd starts (`None`: neither written nor read).
-    pub topology_cache: Option<PathBuf>,
+    pub slurm_xml: SpoolFile,
+    /// LAMA's own cached XML, written when slurmd starts.
+    pub topology_cache: SpoolFile,
+    /// The running Slurm's `SlurmdSpoolDir`, `%n` and `%h` expanded, or why it is not known
+    /// (set by the plugin in slurmd and slurmstepd; unknown elsewhere).
+    pub spool_dir: Result<PathBuf, String>,
     /// Print the per-task verbose line for every step LAMA places.
     pub verbose: bool,
     /// What to do when the site default cannot be placed.
@@ -70,8 +86,9 @@ impl Default for SiteConfig {
             order: Order::Natural,
             user_options: true,
             topology: None,
-            slurm_xml: PathBuf::from(DEFAULT_SLURM_XML),
-            topology_cache: Some(PathBuf::from(DEFAULT_TOPOLOGY_CACHE)),
+            slurm_xml: SpoolFile::InSpool,
+            topology_cache: SpoolFile::InSpool,
+            spool_dir: Err("SlurmdSpoolDir is read only in slurmd and slurmstepd".to_string()),
             verbose: false,
             on_default_failure: OnFailure::Warn,
         }
@@ -158,15 +175,16 @@ pub const KEYS: [(&str, &str, &str); 13] = [
     ),
     (
         "slurm_xml",
-        "path of Slurm's hwloc_topo_whole.xml",
-        "Slurm's cached whole-node topology, default /var/lib/slurm/slurmd/hwloc_topo_whole.xml \
-         (written by Slurm 18.08 to 24.11 only), used while it matches the node's online CPUs.",
+        "path of Slurm's hwloc_topo_whole.xml, or none",
+        "Slurm's cached whole-node topology, default hwloc_topo_whole.xml in the SlurmdSpoolDir \
+         of the running Slurm (written by Slurm 18.08 to 24.11 only), used while it matches the \
+         node's online CPUs. none: not read.",
     ),
     (
         "topology_cache",
         "path of the topology LAMA caches when slurmd starts, or none",
-        "LAMA's own cached topology, default /var/lib/slurm/slurmd/lama_topology.xml: written \
-         when slurmd starts (atomically, mode 0644) and used while it matches the node's online \
+        "LAMA's own cached topology, default lama_topology.xml in the SlurmdSpoolDir of the \
+         running Slurm (%n and %h expanded as slurmd does): written when slurmd starts (atomically, mode 0644) and used while it matches the node's online \
          CPUs. It replaces the file Slurm 25.05 and later no longer write. A failed write is \
          logged and slurmd starts anyway. none: neither written nor read.",
     ),
@@ -206,6 +224,16 @@ fn absolute_path(key: &str, value: &str) -> Result<String, String> {
     }
 }
 
+/// A cache file setting: `none` or an absolute path.
+fn spool_file(key: &str, value: &str) -> Result<SpoolFile, String> {
+    if value == "none" {
+        return Ok(SpoolFile::Off);
+    }
+    absolute_path(key, value)
+        .map(|p| SpoolFile::At(PathBuf::from(p)))
+        .map_err(|e| format!("{e} or none"))
+}
+
 impl SiteConfig {
     /// Applies one `key=value` setting.
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
@@ -241,14 +269,8 @@ impl SiteConfig {
             "order" => self.order = Order::parse(value).map_err(diag)?,
             "user_options" => self.user_options = boolean(key, value)?,
             "topology" => self.topology = Some(absolute_path(key, value)?),
-            "slurm_xml" => self.slurm_xml = PathBuf::from(absolute_path(key, value)?),
-            "topology_cache" => {
-                self.topology_cache = if value == "none" {
-                    None
-                } else {
-                    Some(PathBuf::from(absolute_path(key, value)?))
-                }
-            }
+            "slurm_xml" => self.slurm_xml = spool_file(key, value)?,
+            "topology_cache" => self.topology_cache = spool_file(key, value)?,
             "verbose" => self.verbose = boolean(key, value)?,
             "on_default_failure" => {
                 self.on_default_failure = match value {
@@ -344,6 +366,28 @@ impl SiteConfig {
         }
         Some(Ok(PathBuf::from(template.replace("%n", node))))
     }
+
+    /// Slurm's cached topology: `Ok(None)` when the site turned it off, `Err` when it is in the
+    /// spool directory and that is not known.
+    pub fn slurm_xml_path(&self) -> Result<Option<PathBuf>, String> {
+        self.spool_path(&self.slurm_xml, SLURM_XML_NAME)
+    }
+
+    /// LAMA's cached topology, as [`Self::slurm_xml_path`].
+    pub fn topology_cache_path(&self) -> Result<Option<PathBuf>, String> {
+        self.spool_path(&self.topology_cache, TOPOLOGY_CACHE_NAME)
+    }
+
+    fn spool_path(&self, file: &SpoolFile, name: &str) -> Result<Option<PathBuf>, String> {
+        match file {
+            SpoolFile::Off => Ok(None),
+            SpoolFile::At(path) => Ok(Some(path.clone())),
+            SpoolFile::InSpool => match &self.spool_dir {
+                Ok(dir) => Ok(Some(dir.join(name))),
+                Err(why) => Err(why.clone()),
+            },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -392,12 +436,43 @@ mod tests {
         assert_eq!(cfg.order, Order::Sequential);
         assert!(!cfg.user_options && cfg.verbose);
         assert_eq!(cfg.on_default_failure, OnFailure::Fail);
-        assert_eq!(cfg.topology_cache, None);
+        assert_eq!(cfg.topology_cache, SpoolFile::Off);
+        assert_eq!(cfg.topology_cache_path(), Ok(None));
         assert_eq!(
             cfg.topology_for("node1").unwrap().unwrap(),
             PathBuf::from("/etc/slurm/topo/node1.xml")
         );
         assert!(cfg.topology_for("../x").unwrap().is_err());
+    }
+
+    #[test]
+    fn cache_files_are_in_the_running_slurms_spool_unless_the_line_says() {
+        let mut cfg = SiteConfig::from_args(&[], no_file).unwrap();
+        // Outside slurmd and slurmstepd the spool is unknown: no path is guessed.
+        assert!(cfg.slurm_xml_path().unwrap_err().contains("SlurmdSpoolDir"));
+        assert!(cfg.topology_cache_path().is_err());
+        cfg.spool_dir = Ok(PathBuf::from("/var/spool/slurmd"));
+        assert_eq!(
+            cfg.slurm_xml_path(),
+            Ok(Some(PathBuf::from(
+                "/var/spool/slurmd/hwloc_topo_whole.xml"
+            )))
+        );
+        assert_eq!(
+            cfg.topology_cache_path(),
+            Ok(Some(PathBuf::from("/var/spool/slurmd/lama_topology.xml")))
+        );
+        let mut cfg = SiteConfig::from_args(
+            &["slurm_xml=none", "topology_cache=/srv/lama/topo.xml"],
+            no_file,
+        )
+        .unwrap();
+        cfg.spool_dir = Ok(PathBuf::from("/var/spool/slurmd"));
+        assert_eq!(cfg.slurm_xml_path(), Ok(None));
+        assert_eq!(
+            cfg.topology_cache_path(),
+            Ok(Some(PathBuf::from("/srv/lama/topo.xml")))
+        );
     }
 
     #[test]
@@ -439,7 +514,10 @@ mod tests {
         assert!(e.message.contains("expected auto, thread or core"), "{e}");
         assert!(SiteConfig::from_args(&["topology=relative/x.xml"], no_file).is_err());
         let e = SiteConfig::from_args(&["topology_cache=cache.xml"], no_file).unwrap_err();
-        assert!(e.message.contains("expected an absolute path"), "{e}");
+        assert!(
+            e.message.contains("expected an absolute path or none"),
+            "{e}"
+        );
         let e = SiteConfig::from_args(&["config=/etc/slurm/lama.toml"], no_file).unwrap_err();
         assert!(e.message.contains("cannot read it"));
         assert!(e

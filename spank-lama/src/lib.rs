@@ -20,6 +20,7 @@ pub mod placement;
 pub mod plan_file;
 pub mod plugin;
 pub mod request;
+pub mod slurm_conf;
 pub mod step;
 pub mod step_cpus;
 pub mod submit;

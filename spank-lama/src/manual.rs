@@ -40,13 +40,14 @@ pub fn man_page(version: &str) -> String {
         "spank-lama - LAMA process placement and binding for srun, sbatch and salloc (a Slurm \
          SPANK plugin)",
     );
-    p.section("synopsis").literal(
+    p.section("synopsis").literal(&format!(
         "srun --lama-map=LAYOUT [--lama-bind=WIDTH] [--lama-mppr=LIMITS] [--lama-order=n|s]\n     \
              [--lama-membind=local|preferred|none] [--lama-omp] [--lama-verbose] PROGRAM\n\
              srun --lama-plan=FILE -m arbitrary PROGRAM\n\n\
-             # /etc/slurm/plugstack.conf.d/lama.conf\n\
-             required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so [KEY=VALUE ...]",
-    );
+             # plugstack.conf.d/lama.conf beside slurm.conf\n\
+             required {} [KEY=VALUE ...]",
+        lama_slurm::built_for::plugin_path()
+    ));
     p.section("description")
         .paragraph(
             "The Locality-Aware Mapping Algorithm places the tasks of a step by a layout: a \
@@ -139,20 +140,23 @@ pub fn man_page(version: &str) -> String {
         );
     p.section("files")
         .item(
-            "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so",
+            &lama_slurm::built_for::plugin_path(),
             None,
-            "The plugin (Debian's Slurm plugin directory).",
+            "The plugin, in the plugin directory of the Slurm it was built for (PluginDir in \
+             scontrol show config).",
         )
         .item(
-            "/etc/slurm/plugstack.conf.d/lama.conf",
+            "plugstack.conf.d/lama.conf",
             None,
-            "The plugin line, commented out as installed: uncomment it on every node and submit \
-             host to enable the plugin.",
+            "Beside slurm.conf (/etc/slurm for most sites): the plugin line, commented out as \
+             installed: uncomment it on every node and submit host to enable the plugin.",
         )
         .item(
-            "/var/lib/slurm/slurmd/lama_topology.xml",
+            "SlurmdSpoolDir/lama_topology.xml",
             None,
-            "LAMA's topology cache (topology_cache=).",
+            "LAMA's topology cache (topology_cache=), in the SlurmdSpoolDir the running slurmd \
+             reads from slurm.conf (/var/spool/slurmd by Slurm's default, /var/lib/slurm/slurmd \
+             on Debian).",
         );
     p.section("see also")
         .paragraph("lama(1), spank(7), srun(1), sbatch(1), slurm.conf(5)");

@@ -127,6 +127,7 @@ unsafe impl Plugin for Lama {
             match site {
                 Ok(site) => {
                     self.site = site;
+                    self.site.spool_dir = crate::slurm_conf::slurmd_spool_dir(&self.node);
                     topology::cache(&self.site, &self.node);
                 }
                 Err(e) => spank_log_error!(
@@ -177,6 +178,7 @@ unsafe impl Plugin for Lama {
             return Ok(());
         }
         self.node = short_host_name();
+        self.site.spool_dir = crate::slurm_conf::slurmd_spool_dir(&self.node);
         if step::leave_alone(spank, &self.node)? {
             return Ok(());
         }

@@ -189,17 +189,25 @@ pub fn node_topology_with(
     let caches = [
         (
             "Slurm's cached topology",
-            Some(&site.slurm_xml),
+            site.slurm_xml_path(),
             SourceKind::SlurmCache as fn(_) -> _,
         ),
         (
             "LAMA's cached topology",
-            site.topology_cache.as_ref(),
+            site.topology_cache_path(),
             SourceKind::LamaCache,
         ),
     ];
     for (what, path, kind) in caches {
-        let Some(path) = path else { continue };
+        let path = match path {
+            Ok(Some(path)) => path,
+            Ok(None) => continue,
+            Err(why) => {
+                skipped.push(format!("{what}: {why}"));
+                continue;
+            }
+        };
+        let path = &path;
         if !path.exists() {
             skipped.push(format!("{what}: {} does not exist", path.display()));
             continue;
@@ -264,8 +272,7 @@ mod tests {
     fn site(dir: &Path, admin: Option<&str>) -> SiteConfig {
         SiteConfig {
             topology: admin.map(|a| dir.join(a).to_string_lossy().into_owned()),
-            slurm_xml: dir.join("hwloc_topo_whole.xml"),
-            topology_cache: Some(dir.join("lama_topology.xml")),
+            spool_dir: Ok(dir.to_path_buf()),
             ..SiteConfig::default()
         }
     }
@@ -327,7 +334,7 @@ mod tests {
         assert_eq!(r.source, SourceKind::Live);
         assert!(r.skipped[1].contains("is stale"), "{:?}", r.skipped);
         let off = SiteConfig {
-            topology_cache: None,
+            topology_cache: crate::config::SpoolFile::Off,
             ..site(dir.path(), None)
         };
         let r = node_topology(&off, "n", &online, &[], live_marker).unwrap();

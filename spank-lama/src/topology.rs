@@ -27,10 +27,22 @@ pub fn for_step(
 /// slurmd is starting: cache the node's topology for the steps (`topology_cache=`). A failure
 /// is logged and slurmd starts anyway; steps then use the next source.
 pub fn cache(site: &SiteConfig, node: &str) {
-    let Some(path) = &site.topology_cache else {
-        tracing::info!(node, "lama: topology_cache=none: no topology cached");
-        return;
+    let path = match site.topology_cache_path() {
+        Ok(Some(path)) => path,
+        Ok(None) => {
+            tracing::info!(node, "lama: topology_cache=none: no topology cached");
+            return;
+        }
+        Err(why) => {
+            tracing::warn!(
+                node,
+                "lama: topology not cached: {why}; name the file with topology_cache= on the \
+                 plugin's plugstack.conf line"
+            );
+            return;
+        }
     };
+    let path = &path;
     match crate::topo_cache::export(path, || lama_hwloc::export_xml(&lama_hwloc::Source::Live)) {
         Ok(done) => tracing::info!(
             node,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a Debian 12 host (root): build dependencies of the Rust
 # crates, hwloc, mmdebstrap for the cluster's base image and the QEMU test node's guest image,
-# QEMU (software emulation), ssh and zstd for that guest (vmnode/), lintian and cargo-deb for the
+# QEMU (software emulation), ssh and zstd for that guest (vmnode/), lintian and dpkg-dev for the
 # Debian package, rpm (rpmbuild) for the RPM, and docker compose v2 (from Debian
 # trixie's docker-compose package; bookworm only has compose v1). Idempotent and quiet.
 set -euo pipefail
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 packages=(libhwloc-dev hwloc libclang-dev clang pkg-config libudev-dev libscotch-dev mmdebstrap
-    debian-archive-keyring ca-certificates git jq lintian binutils
+    debian-archive-keyring ca-certificates git jq lintian binutils dpkg-dev make
     qemu-system-x86 openssh-client zstd xz-utils e2fsprogs rpm cpio)
 missing=()
 for p in "${packages[@]}"; do
@@ -31,13 +31,6 @@ if ! docker compose version >/dev/null 2>&1; then
         /usr/local/lib/docker/cli-plugins/docker-compose
     rm -rf "$tmp"
     docker compose version >/dev/null
-fi
-
-# cargo-deb packs the Debian package (scripts/package.sh); pinned so that packages do not change
-# with a new release of the tool.
-if ! cargo deb --version 2>/dev/null | grep -q '^cargo-deb 3\.8\.0'; then
-    log "installing cargo-deb 3.8.0 (cargo install)"
-    cargo install --quiet --locked cargo-deb --version 3.8.0
 fi
 
 for tool in cargo rustc docker; do

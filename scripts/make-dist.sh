@@ -21,7 +21,7 @@ git archive --format=tar --prefix="$name/" HEAD | tar -x -C "$work"
 # builds from the vendored crates instead (configure and make give the headers).
 rm -rf "$work/$name/.cargo"
 mkdir -p "$work/$name/.cargo"
-cargo vendor --quiet --locked --manifest-path "$work/$name/Cargo.toml" "$work/$name/vendor" \
+cargo vendor --locked --manifest-path "$work/$name/Cargo.toml" "$work/$name/vendor" 2>/dev/null \
     > "$work/$name/.cargo/config.toml"
 grep -q 'replace-with = "vendored-sources"' "$work/$name/.cargo/config.toml" \
     || { echo "make dist: cargo vendor wrote no source replacement" >&2; exit 1; }

@@ -30,10 +30,11 @@ for f in 24.11 26.05; do
 done
 
 rc=0
-# The RPM of each supported Slurm, built from the same files and taken apart here (no RHEL
-# system runs on this machine): contents, dependencies, scriptlets.
-log "RPM for Slurm 24.11 and 26.05 (tests/rpm.sh)"
-LAMA_DEB_FAST=1 tests/rpm.sh || rc=1
+# The routes without a cluster (tests/rpm.sh): configure refuses Slurm 22.05 and finds each
+# cluster's release; rpmbuild -ta builds the spec from make dist's tarball, taken apart here
+# (no RHEL system runs on this machine): contents, requirements, scriptlets.
+log "configure and the RPM spec (tests/rpm.sh)"
+tests/rpm.sh || rc=1
 
 for f in "${flavours[@]}"; do
     log "end-to-end tests on the docker cluster, Slurm $f"

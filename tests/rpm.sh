@@ -1,84 +1,152 @@
 #!/usr/bin/env bash
-# The RPM (scripts/package-rpm.sh) for each supported Slurm, checked on this machine: no RHEL
-# system runs here, so the package is taken apart instead. Its files and their paths (the
-# plugin in /usr/lib64/slurm, the commented plugstack line naming it there), its dependencies
-# (the one Slurm release it was built for), and its scriptlets run in a shell against a
-# scratch configuration, with a stand-in `rpm` that answers for the installed Slurm: the
-# release refusal before install, the line disabled on erase but not on upgrade, and enabled
-# again on reinstall.
-#   tests/rpm.sh [RELEASE...]     (default: 24.11 26.05)
+# The site's routes that need no cluster, tried here as an admin would:
+#   t_old_slurm_refused   ./configure refuses Slurm 22.05's headers (Debian bookworm's
+#                         libslurm-dev, this host's own release) with the reason, and so does
+#                         the C file cargo compiles, for a build that skips configure
+#   t_configure_finds     ./configure against each test cluster's headers names its release,
+#                         and an unknown option or a missing headers directory is an error
+#   t_rpm_spec            make dist, then rpmbuild -ta (--nodeps: no RHEL here) for Slurm
+#                         24.11's headers: the package's files are where the spec's macros put
+#                         them, its requirements are real (the libraries the binaries link, the
+#                         Slurm package at this release), the plugin carries the release, and
+#                         the scriptlets refuse another release or no Slurm, disable the line on
+#                         erase (not on upgrade) and enable it again on reinstall
+#   t_rpm_spec_without_slurm_package   rpmspec: no Slurm requirement when the Slurm is not an
+#                         RPM (a source build), the release in the package's name all the same
 # Ends with "rpm: N passed, N failed"; exits non-zero if any failed.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/tests/lib.sh"
+. "$top/scripts/lib.sh"
+cd "$top"
+out=$top/target/rpm
+mkdir -p "$out"
 
-releases=("$@")
-[ ${#releases[@]} -gt 0 ] || releases=(24.11 26.05)
-
-# scriptlet RPM TAG: a scriptlet's text, its configuration path moved into $work.
-scriptlet() { rpm -qp --qf "%{$2}" "$1" | sed "s|/etc/slurm/plugstack.conf.d/lama.conf|$work/lama.conf|g"; }
-# A stand-in for `rpm -q --qf %{VERSION} slurm`: $FAKE_SLURM, or "not installed".
-fake_rpm() {
-    mkdir -p "$work/bin"
-    cat > "$work/bin/rpm" <<'FAKE'
-#!/bin/sh
-if [ -n "$FAKE_SLURM" ]; then printf '%s' "$FAKE_SLURM"; exit 0; fi
-echo "package slurm is not installed"; exit 1
-FAKE
-    chmod +x "$work/bin/rpm"
+t_old_slurm_refused() {
+    local dir=$out/slurm-22.05
+    if [ ! -f "$dir/usr/include/slurm/slurm_version.h" ]; then
+        rm -rf "$dir" && mkdir -p "$dir"
+        (cd "$dir" && apt-get download -q libslurm-dev >/dev/null 2>&1) \
+            || { fail "cannot download this host's libslurm-dev (Debian 12: Slurm 22.05)"; return 1; }
+        dpkg-deb -x "$dir"/libslurm-dev_*.deb "$dir" || return 1
+    fi
+    CONFIG_MK=$work/old.mk ./configure --with-slurm="$dir/usr" 2> "$work/err" \
+        && { fail "configure accepted Slurm 22.05's headers"; return 1; }
+    grep -qE "Slurm 22\.05\.[0-9]+ \(headers in $dir/usr/include/slurm\) is too old: spank-lama needs Slurm 23\.02 or later\." "$work/err" \
+        || fail "configure's refusal: $(cat "$work/err")" || return 1
+    [ ! -e "$work/old.mk" ] || fail "configure wrote a configuration for 22.05" || return 1
+    cc -fsyntax-only -I"$dir/usr/include" spank-lama/csrc/slurm_conf.c 2> "$work/err" \
+        && { fail "the C file compiled against Slurm 22.05's headers"; return 1; }
+    grep -qF "spank-lama needs the headers of Slurm 23.02 or later" "$work/err" \
+        || fail "the C file's refusal: $(cat "$work/err")"
 }
 
-check_release() { # RELEASE
-    local r=$1 other rpm
-    if [ "$r" == 24.11 ]; then other=26.05.1; else other=24.11.5; fi
-    rpm=$("$top/scripts/package-rpm.sh" "$r" 2>/dev/null | tail -n1)
-    [ -f "$rpm" ] || { fail "scripts/package-rpm.sh $r built nothing"; return 1; }
-    assert_eq "$r: name, version, release" "spank-lama 0.1.0 1.slurm$r" \
-        "$(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE}' "$rpm")" || return 1
-    assert_eq "$r: files" "/etc/slurm/plugstack.conf.d/lama.conf /usr/bin/lama /usr/lib64/slurm/spank_lama.so /usr/share/bash-completion/completions/lama /usr/share/doc/spank-lama/README.md /usr/share/doc/spank-lama/plugstack.conf.example /usr/share/fish/vendor_completions.d/lama.fish /usr/share/licenses/spank-lama/LICENSE-APACHE /usr/share/licenses/spank-lama/LICENSE-MIT /usr/share/man/man1/lama.1.gz /usr/share/man/man8/spank-lama.8.gz /usr/share/zsh/site-functions/_lama" \
-        "$(rpm -qlp "$rpm" | paste -sd' ')" || return 1
-    assert_eq "$r: the conffile" "/etc/slurm/plugstack.conf.d/lama.conf" "$(rpm -qcp "$rpm")" || return 1
-    local next="${r%.*}.$(printf %02d $((10#${r#*.} + 1)))"
-    assert_eq "$r: Slurm and hwloc dependencies" "hwloc-libs slurm < $next slurm >= $r" \
-        "$(rpm -qp --requires "$rpm" | grep -E '^(slurm|hwloc)' | sort | paste -sd' ')" || return 1
-    # The files themselves: the plugstack line, the plugin built for this Slurm.
+t_configure_finds() {
+    local f release
+    for f in 24.11 26.05; do
+        slurm_flavour "$f" "$top"
+        CONFIG_MK=$work/c.mk ./configure --with-slurm="$build/slurm-include/usr" \
+            --plugindir=/usr/lib64/slurm 2> "$work/err" || { fail "$f: $(cat "$work/err")"; return 1; }
+        release=$(awk '$1 == "SLURM_RELEASE" { print $3 }' "$work/c.mk")
+        assert_eq "$f: the release configure found" "$f" "$release" || return 1
+        grep -qF "configure: Slurm $f." "$work/err" || fail "$f: configure does not say the release" || return 1
+    done
+    ./configure --with-slurmm=/usr 2> "$work/err" && { fail "an unknown option was accepted"; return 1; }
+    grep -qF "unknown option --with-slurmm=/usr" "$work/err" || fail "unknown option: $(cat "$work/err")" || return 1
+    CONFIG_MK=$work/none.mk ./configure --with-slurm="$work" 2> "$work/err" && { fail "a prefix without headers was accepted"; return 1; }
+    grep -qF "no include/slurm/spank.h there" "$work/err" || fail "no headers: $(cat "$work/err")"
+}
+
+rpm_file=
+build_rpm() {
+    [ -z "$rpm_file" ] || return 0
+    slurm_flavour 24.11 "$top"
+    local tarball
+    tarball=$(DIST_DIR=$out make -s --no-print-directory dist 2> "$work/err" | tail -n1) \
+        || { fail "make dist: $(cat "$work/err")"; return 1; }
+    rm -rf "$out/top"
+    # cargo's own directory, kept between runs (the vendored crates build once per machine).
+    rpmbuild -ta --nodeps "$tarball" --define "_topdir $out/top" \
+        --define "slurm_include $build/slurm-include/usr/include" \
+        --define "slurm_plugindir /usr/lib64/slurm" --define "slurm_package slurm" \
+        --define "slurm_bindir /usr/bin" --define "cargo_target_dir $out/cargo" \
+        > "$out/rpmbuild.log" 2>&1 || { fail "rpmbuild -ta failed: $(tail -n 20 "$out/rpmbuild.log")"; return 1; }
+    rpm_file=$(ls "$out"/top/RPMS/*/spank-lama-*.rpm)
+    echo "    built $rpm_file" >&2
+}
+
+# scriptlet TAG: a scriptlet's text, its configuration path moved into $work.
+scriptlet() { rpm -qp --qf "%{$1}" "$rpm_file" | sed "s|/etc/slurm/plugstack.conf.d/lama.conf|$work/lama.conf|g"; }
+
+t_rpm_spec() {
+    build_rpm || return 1
+    local r=24.11
+    assert_eq "name, version, release" "spank-lama 0.1.0 1.slurm$r" \
+        "$(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE}' "$rpm_file")" || return 1
+    assert_eq "files (build-id links aside)" "/etc/slurm/plugstack.conf.d /etc/slurm/plugstack.conf.d/lama.conf /usr/bin/lama /usr/lib64/slurm/spank_lama.so /usr/share/bash-completion/completions/lama /usr/share/doc/spank-lama/README.md /usr/share/doc/spank-lama/plugstack.conf.example /usr/share/fish/vendor_completions.d/lama.fish /usr/share/man/man1/lama.1.gz /usr/share/man/man8/spank-lama.8.gz /usr/share/zsh/site-functions/_lama" \
+        "$(rpm -qlp "$rpm_file" | grep -v -e '^/usr/lib/.build-id' -e '^/usr/share/licenses/' | paste -sd' ')" || return 1
+    assert_eq "licences" "LICENSE-APACHE LICENSE-MIT" \
+        "$(rpm -qlp "$rpm_file" | grep '^/usr/share/licenses/.*/LICENSE' | xargs -n1 basename | paste -sd' ')" || return 1
+    assert_eq "the conffile" "/etc/slurm/plugstack.conf.d/lama.conf" "$(rpm -qcp "$rpm_file")" || return 1
+    local requires
+    requires=$(rpm -qp --requires "$rpm_file")
+    assert_eq "Slurm at this release" "slurm < 24.12 slurm >= 24.11" \
+        "$(echo "$requires" | grep '^slurm' | sort | paste -sd' ')" || return 1
+    # The libraries come from the binaries (no AutoReqProv: no): hwloc, and the glibc
+    # version of the host that built them.
+    echo "$requires" | grep -qx 'libhwloc.so.15()(64bit)' || fail "no hwloc requirement: $requires" || return 1
+    echo "$requires" | grep -q '^libc.so.6(GLIBC_2\.[0-9]*)(64bit)$' || fail "no glibc requirement: $requires" || return 1
     rm -rf "$work/x" && mkdir -p "$work/x"
-    (cd "$work/x" && rpm2cpio "$rpm" | cpio -idm --quiet) || { fail "$r: rpm2cpio | cpio failed"; return 1; }
-    assert_eq "$r: plugstack line" "# required /usr/lib64/slurm/spank_lama.so" \
+    (cd "$work/x" && rpm2cpio "$rpm_file" | cpio -idm --quiet) || { fail "rpm2cpio | cpio failed"; return 1; }
+    assert_eq "plugstack line" "# required /usr/lib64/slurm/spank_lama.so" \
         "$(grep 'spank_lama.so$' "$work/x/etc/slurm/plugstack.conf.d/lama.conf")" || return 1
-    strings "$work/x/usr/lib64/slurm/spank_lama.so" | grep "built for Slurm $r" > /dev/null \
-        || fail "$r: the plugin does not say it is built for Slurm $r" || return 1
-    # %pre: refuses another release and no Slurm, accepts its own.
-    fake_rpm
-    scriptlet "$rpm" PREIN > "$work/pre"
-    PATH=$work/bin:$PATH FAKE_SLURM=$r.5 sh "$work/pre" 2> "$work/err" \
-        || fail "$r: %pre refused Slurm $r.5: $(cat "$work/err")" || return 1
-    PATH=$work/bin:$PATH FAKE_SLURM=$other sh "$work/pre" 2> "$work/err" \
-        && { fail "$r: %pre accepted Slurm $other"; return 1; }
-    grep -qF "this package is built for Slurm $r, but this machine has Slurm $other." "$work/err" \
-        || fail "$r: %pre's message: $(cat "$work/err")" || return 1
-    PATH=$work/bin:$PATH FAKE_SLURM= sh "$work/pre" 2> "$work/err" && { fail "$r: %pre accepted no Slurm"; return 1; }
-    grep -qF "(none: the slurm package is not installed)" "$work/err" || fail "$r: %pre without Slurm: $(cat "$work/err")" || return 1
+    grep -aq "spank-lama built for Slurm $r\." "$work/x/usr/lib64/slurm/spank_lama.so" \
+        || fail "the plugin does not say it is built for Slurm $r" || return 1
+    zcat "$work/x/usr/share/man/man8/spank-lama.8.gz" | grep -qF '/usr/lib64/slurm/spank_lama.so' \
+        || fail "spank-lama(8) does not name the plugin directory of the build" || return 1
+    # %pre, with a stand-in rpm that answers for the installed Slurm ($FAKE_SLURM).
+    mkdir -p "$work/bin"
+    printf '#!/bin/sh\nif [ -n "$FAKE_SLURM" ]; then printf %%s "$FAKE_SLURM"; exit 0; fi\necho "package slurm is not installed"; exit 1\n' > "$work/bin/rpm"
+    chmod +x "$work/bin/rpm"
+    scriptlet PREIN > "$work/pre"
+    grep -qF 'rpm -q --qf "$tag{VERSION}" "$package"' "$work/pre" || fail "%pre's query was expanded by rpmbuild" || return 1
+    PATH=$work/bin:$PATH FAKE_SLURM=$r.5 sh "$work/pre" 1 2> "$work/err" \
+        || fail "%pre refused Slurm $r.5: $(cat "$work/err")" || return 1
+    PATH=$work/bin:$PATH FAKE_SLURM=26.05.1 sh "$work/pre" 1 2> "$work/err" \
+        && { fail "%pre accepted Slurm 26.05.1"; return 1; }
+    grep -qF "this package is built for Slurm $r, but this machine has Slurm 26.05.1 (the slurm package)." "$work/err" \
+        || fail "%pre's message: $(cat "$work/err")" || return 1
+    PATH=$work/bin:$PATH FAKE_SLURM= sh "$work/pre" 1 2> "$work/err" && { fail "%pre accepted no Slurm"; return 1; }
+    grep -qF "(none: slurm is not installed)" "$work/err" || fail "%pre without Slurm: $(cat "$work/err")" || return 1
     # %postun on erase disables an enabled line, not on upgrade; %post enables it again.
     local line="required /usr/lib64/slurm/spank_lama.so map=scbnh"
     printf '# comment\n%s\n' "$line" > "$work/lama.conf"
-    scriptlet "$rpm" POSTUN > "$work/postun"
-    scriptlet "$rpm" POSTIN > "$work/post"
+    scriptlet POSTUN > "$work/postun"
+    scriptlet POSTIN > "$work/post"
     sh "$work/postun" 1 2> /dev/null
-    assert_eq "$r: after an upgrade's %postun" "$line" "$(sed -n 2p "$work/lama.conf")" || return 1
+    assert_eq "after an upgrade's %postun" "$line" "$(sed -n 2p "$work/lama.conf")" || return 1
     sh "$work/postun" 0 2> /dev/null
-    assert_eq "$r: after erase" "#lama-removed# $line" "$(sed -n 2p "$work/lama.conf")" || return 1
+    assert_eq "after erase" "#lama-removed# $line" "$(sed -n 2p "$work/lama.conf")" || return 1
     sh "$work/post" 1 2> /dev/null
-    assert_eq "$r: after reinstalling" "$line" "$(sed -n 2p "$work/lama.conf")" || return 1
-    # A line the site never enabled stays as it is.
+    assert_eq "after reinstalling" "$line" "$(sed -n 2p "$work/lama.conf")" || return 1
     printf '# required /usr/lib64/slurm/spank_lama.so\n' > "$work/lama.conf"
     sh "$work/postun" 0 2> /dev/null
-    assert_eq "$r: a commented line after erase" "# required /usr/lib64/slurm/spank_lama.so" "$(cat "$work/lama.conf")"
+    assert_eq "a commented line after erase" "# required /usr/lib64/slurm/spank_lama.so" "$(cat "$work/lama.conf")"
 }
 
-tests=()
-for r in "${releases[@]}"; do
-    eval "t_rpm_slurm_${r/./_}() { check_release $r; }"
-    tests+=("t_rpm_slurm_${r/./_}")
-done
-run_tests rpm "${tests[@]}"
+t_rpm_spec_without_slurm_package() {
+    slurm_flavour 26.05 "$top"
+    local version spec
+    version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
+    spec=$work/spank-lama.spec
+    sed "s|@VERSION@|$version|g" packaging/rpm/spank-lama.spec.in > "$spec"
+    local q=(--define "slurm_include $build/slurm-include/usr/include" --define "slurm_plugindir /opt/slurm/lib/slurm")
+    assert_eq "release" "1.slurm26.05" "$(rpmspec -q --qf '%{RELEASE}\n' "${q[@]}" --define 'slurm_package none' "$spec" 2>/dev/null)" || return 1
+    rpmspec -q --requires "${q[@]}" --define 'slurm_package none' "$spec" > "$work/requires" 2> "$work/err" \
+        || { fail "rpmspec: $(cat "$work/err")"; return 1; }
+    ! grep -i slurm "$work/requires" || fail "a Slurm requirement without a Slurm package" || return 1
+    assert_eq "with slurm-ohpc" "slurm-ohpc < 26.06 slurm-ohpc >= 26.05" \
+        "$(rpmspec -q --requires "${q[@]}" --define 'slurm_package slurm-ohpc' "$spec" 2>/dev/null | grep slurm | sort | paste -sd' ')"
+}
+
+run_tests rpm t_old_slurm_refused t_configure_finds t_rpm_spec t_rpm_spec_without_slurm_package

@@ -23,7 +23,9 @@ remount_cgroups() {
 # runs without the plugin.
 install_plugin() {
     local deb
-    deb=$(ls /opt/lama/spank-lama_*.deb 2>/dev/null | head -n1)
+    # (ls fails when nothing is staged: under pipefail and errexit that alone would end the
+    # entrypoint with status 2 before the message below.)
+    deb=$(ls /opt/lama/spank-lama_*.deb 2>/dev/null | head -n1) || deb=
     if [ -n "$deb" ]; then
         dpkg -i "$deb" >&2 || { echo "entrypoint: the package $deb was not installed" >&2; exit 1; }
         sed -i 's|^# required |required |' /etc/slurm/plugstack.conf.d/lama.conf

@@ -76,12 +76,32 @@ apply_overlay() {
     echo "entrypoint: configuration row $(head -n1 "$overlay" | sed 's/^# *//') applied" >&2
 }
 
+# The daemons where this image's Slurm installed them: /usr/sbin from Debian's packages,
+# /usr/local/sbin from a source build with SchedMD's default layout (LAMA_SLURM=src-24.11).
+daemon() {
+    command -v "$1" || { echo "entrypoint: no $1 on PATH ($PATH)" >&2; return 1; }
+}
+
+# A key of slurm.conf as the daemons will read it (after the overlay; keys are
+# case-insensitive, the last setting wins), else the default given.
+conf_value() {
+    local v
+    v=$(sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\([^[:space:]#]*\).*/\1/Ip" /etc/slurm/slurm.conf | tail -n1)
+    echo "${v:-$2}"
+}
+
 install_plugin
 apply_overlay
 start_munge
 case "$role" in
     controller)
-        exec runuser -u slurm -- /usr/sbin/slurmctld -D -i
+        slurmctld=$(daemon slurmctld)
+        # slurmctld runs as SlurmUser and creates StateSaveLocation only where it may write:
+        # the directory slurm.conf names (Slurm's compiled-in default is /var/spool) is made
+        # here if it is missing. The Debian images have theirs already.
+        state=$(conf_value StateSaveLocation /var/spool)
+        [ -d "$state" ] || install -d -o slurm -g slurm -m 0755 "$state"
+        exec runuser -u slurm -- "$slurmctld" -D -i
         ;;
     node)
         remount_cgroups
@@ -97,12 +117,19 @@ case "$role" in
         else
             export HWLOC_XMLFILE=/etc/slurm/topology/$node.xml HWLOC_THISSYSTEM=1
         fi
+        # slurmd's SlurmdSpoolDir must exist before it starts ("Domain socket directory ...: No
+        # such file or directory"): slurm.conf's, else Slurm's compiled-in default. Debian's
+        # slurmd package ships its directory; a source build does not.
+        spool=$(conf_value SlurmdSpoolDir /var/spool/slurmd)
+        spool=${spool//%[nh]/$node}
+        mkdir -p "$spool"
+        slurmd=$(daemon slurmd)
         # slurmd under a supervisor, as systemd's Restart= keeps it on a real node: a slurmd
         # that dies (the fault tests kill it) is started again, and the steps it left running
         # go on. The container ends when it is stopped.
         trap 'kill -TERM "$pid" 2>/dev/null; exit 0' TERM INT
         while :; do
-            /usr/sbin/slurmd -D -N "$node" &
+            "$slurmd" -D -N "$node" &
             pid=$!
             status=0
             wait "$pid" || status=$?

@@ -12,12 +12,14 @@
 #   docker/cluster.sh logs     daemon logs of every member
 #   docker/cluster.sh status   health of every member and sinfo
 # Environment:
-#   LAMA_SLURM=24.11|26.05  the cluster's Slurm: 24.11 from Debian trixie (default) or 26.05 from
-#                        Debian sid; images, headers, the plugin's cargo target directory and
-#                        the default project name are kept apart per flavour
+#   LAMA_SLURM=24.11|26.05|src-24.11  the cluster's Slurm: 24.11 from Debian trixie (default),
+#                        26.05 from Debian sid, or 24.11 built from source under /usr/local
+#                        (SchedMD's default layout) on trixie; images, headers, the plugin's
+#                        cargo target directory and the default project name are kept apart
+#                        per flavour
 #   LAMA_PLUGIN=none     up: start without the plugin (no cargo build, no package)
 #   LAMA_CLUSTER=NAME    compose project name (default spank-lama, spank-lama-2605 for
-#                        26.05): a second, independent
+#                        26.05, spank-lama-src for src-24.11): a second, independent
 #                        cluster beside the first one (its own network, staging and key)
 #   LAMA_UP_TIMEOUT=S    seconds to wait for the healthchecks (default 180)
 #   LAMA_CONFIG=NAME     up: a row of the configuration matrix, docker/configs/NAME.conf,
@@ -39,21 +41,29 @@ mkdir -p "$stage"
 members=(slurmctld node1 node2 node3)
 
 base_packages="slurmd,slurmctld,slurm-client,munge,hwloc,libhwloc15,libslurm-dev,procps,iproute2,util-linux,ca-certificates,man-db"
+# src-24.11: the run-time base has no Debian Slurm package, only what the source-built Slurm
+# needs at run time (munge, hwloc, libnuma; libhwloc-plugins for libxml2: node1's topology,
+# node1-gpus.xml, is refused by hwloc's minimalistic XML parser, and the Debian bases get the
+# plugins through their Slurm packages); the builder's base has the compiler and the headers
+# of what Slurm is built with (docker/src/Dockerfile).
+src_base_packages="munge,hwloc,libhwloc15,libhwloc-plugins,libnuma1,procps,iproute2,util-linux,ca-certificates,man-db"
+src_build_packages="gcc,make,libc6-dev,pkgconf,libmunge-dev,libhwloc-dev"
 
+# base_image [NAME PACKAGES]: spank-lama/$suite-NAME:<hash> (default: base, $base_packages).
 base_image() {
-    local mirror hash tag
+    local name=${1:-base} packages=${2:-$base_packages} mirror hash tag
     mirror=$(debian_mirror)
-    hash=$(printf '%s\n' "$suite" "$mirror" "$base_packages" minbase v1 | sha256sum | cut -c1-12)
-    tag=spank-lama/$suite-base:$hash
+    hash=$(printf '%s\n' "$suite" "$mirror" "$packages" minbase v1 | sha256sum | cut -c1-12)
+    tag=spank-lama/$suite-$name:$hash
     if ! docker image inspect "$tag" >/dev/null 2>&1; then
-        log "building the $suite base image from $mirror (mmdebstrap)"
+        log "building the $suite $name image from $mirror (mmdebstrap)"
         rm -f "$build/rootfs.tar"
         # sid's Release file is valid for a week only: a mirror that is a snapshot older than
         # that would be refused (seen here), so sid is fetched without the date check.
         local opts=()
         [ "$suite" != sid ] || opts+=(--aptopt='Acquire::Check-Valid-Until "false"')
         # (Explicit returns: errexit does not reach inside the $(base_image) substitution.)
-        mmdebstrap --quiet --variant=minbase --include="$base_packages" "${opts[@]}" \
+        mmdebstrap --quiet --variant=minbase --include="$packages" "${opts[@]}" \
             "$suite" "$build/rootfs.tar" "$mirror" >&2 || { echo "cluster: mmdebstrap $suite failed" >&2; return 1; }
         docker import "$build/rootfs.tar" "$tag" >/dev/null || return 1
         rm -f "$build/rootfs.tar"
@@ -81,6 +91,29 @@ node_image() {
     echo "$tag"
 }
 
+# src-24.11's node image: docker/src/Dockerfile builds Slurm in a stage on the builder base and
+# copies its /usr/local tree onto the run-time base, with the same configuration files and
+# entrypoint as node_image (no MPI). Tagged by a hash of both bases and the files.
+src_node_files=(src/Dockerfile entrypoint.sh slurm.conf cgroup.conf gres.conf topologies.txt
+    node1-gpus.xml)
+src_node_image() {
+    local base=$1 builder=$2 hash tag ctx
+    hash=$( (echo "$base" "$builder"; cd "$here" && cat "${src_node_files[@]}") | sha256sum | cut -c1-12)
+    tag=spank-lama/node-src:$hash
+    if ! docker image inspect "$tag" >/dev/null 2>&1; then
+        log "building the node image with Slurm built from source (docker/src/Dockerfile)"
+        ctx=$(mktemp -d "$build/context.XXXXXX") || return 1
+        local t0=$SECONDS
+        (cd "$here" && cp "${src_node_files[@]}" "$ctx/") \
+            && docker build -q --build-arg BASE="$base" --build-arg BUILDER="$builder" -t "$tag" "$ctx" >/dev/null
+        local rc=$?
+        rm -rf "$ctx"
+        [ $rc -eq 0 ] || { echo "cluster: the node image did not build" >&2; return 1; }
+        log "node image built in $((SECONDS - t0))s"
+    fi
+    echo "$tag"
+}
+
 slurm_headers() {
     local base=$1 stamp=$build/slurm-include/.base
     if [ "$(cat "$stamp" 2>/dev/null)" != "$base" ]; then
@@ -93,11 +126,34 @@ slurm_headers() {
     fi
 }
 
+# src-24.11: Slurm's headers (and slurm.pc, which Slurm installs only when configured with
+# --enable-pkgconfig) from the node image's /usr/local, kept under the same paths.
+src_slurm_headers() {
+    local node=$1 stamp=$build/slurm-include/.base
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$node" ]; then
+        log "extracting the cluster's Slurm headers (/usr/local)"
+        rm -rf "$build/slurm-include"
+        mkdir -p "$build/slurm-include/usr/local"
+        docker run --rm --entrypoint sh "$node" -c \
+            'cd /usr/local && tar -cf - include/slurm $(ls lib/pkgconfig/slurm.pc 2>/dev/null)' \
+            | tar -x -C "$build/slurm-include/usr/local" || return 1
+        echo "$node" > "$stamp"
+    fi
+}
+
 cmd_build() {
     local base node
-    base=$(base_image)
-    node=$(node_image "$base")
-    slurm_headers "$base"
+    if [ "$flavour" == src-24.11 ]; then
+        local builder
+        base=$(base_image runtime "$src_base_packages")
+        builder=$(base_image build "$src_build_packages")
+        node=$(src_node_image "$base" "$builder")
+        src_slurm_headers "$node"
+    else
+        base=$(base_image)
+        node=$(node_image "$base")
+        slurm_headers "$base"
+    fi
     [ -f "$stage/munge.key" ] || dd if=/dev/urandom of="$stage/munge.key" bs=1024 count=1 status=none
     echo "$node" > "$build/node-image"
 }
@@ -193,5 +249,5 @@ case "${1:-}" in
         compose ps
         compose exec -T slurmctld sinfo -N -o '%N %T %c %z'
         ;;
-    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,26p' "$0" >&2; exit 2 ;;
 esac

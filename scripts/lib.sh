@@ -34,12 +34,15 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # The supported Slurm releases ("flavours") and where each one's files go. Sets suite (Debian
 # suite of the test cluster), build (docker/.build directory: headers, staging), target (the
-# plugin's cargo target directory) and default_project (compose project). Usage:
-# slurm_flavour 24.11|26.05 TOP
+# plugin's cargo target directory) and default_project (compose project). src-24.11 is Slurm
+# 24.11 built from source (Debian trixie's slurm-wlm source) with SchedMD's default layout under
+# /usr/local, on trixie without Debian's Slurm packages. Usage:
+# slurm_flavour 24.11|26.05|src-24.11 TOP
 slurm_flavour() {
     case "$1" in
         24.11) suite=trixie; build=$2/docker/.build; target=$2/target; default_project=spank-lama ;;
         26.05) suite=sid; build=$2/docker/.build/slurm-26.05; target=$2/target/slurm-26.05; default_project=spank-lama-2605 ;;
-        *) echo "LAMA_SLURM=$1 is not a supported Slurm: use 24.11 (Debian trixie) or 26.05 (Debian sid)" >&2; return 2 ;;
+        src-24.11) suite=trixie; build=$2/docker/.build/slurm-src-24.11; target=$2/target/slurm-src-24.11; default_project=spank-lama-src ;;
+        *) echo "LAMA_SLURM=$1 is not a supported Slurm: use 24.11 (Debian trixie), 26.05 (Debian sid) or src-24.11 (24.11 built from source under /usr/local)" >&2; return 2 ;;
     esac
 }

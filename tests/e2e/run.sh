@@ -16,10 +16,19 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$top/docker/cluster.sh
 nodes=(node1 node2 node3)
 flavour=${LAMA_SLURM:-24.11}
+# Runs a command as root in one member.
+on() { local m=$1; shift; "$cluster" exec "$m" "$@"; }
+# The running Slurm's SlurmdSpoolDir and PluginDir (Debian's /var/lib/slurm/slurmd and
+# /usr/lib/x86_64-linux-gnu/slurm-wlm; Slurm's defaults /var/spool/slurmd and
+# PREFIX/lib/slurm for the source-built one): the plugin reads the first, the package
+# installs into the second.
+show_config() { on node1 scontrol show config | awk -v k="$1" '$1 == k { print $3; exit }'; }
+spool=$(show_config SlurmdSpoolDir)
+plugindir=$(show_config PluginDir)
+[ -n "$spool" ] && [ -n "$plugindir" ] || { echo "e2e: scontrol show config on node1 failed: is the cluster up?" >&2; exit 1; }
 # Where steps find the node's topology: Slurm's cached XML up to 24.11; from 25.05 on, Slurm no
 # longer writes it and LAMA's own cache, written when slurmd starts, is used.
-spool=/var/lib/slurm/slurmd
-case $flavour in
+case ${flavour#src-} in
     24.11) step_source="Slurm's cached $spool/hwloc_topo_whole.xml" ;;
     *) step_source="LAMA's cached $spool/lama_topology.xml" ;;
 esac
@@ -28,8 +37,6 @@ esac
 
 # Runs a command as the unprivileged user on the controller (the submit host).
 as_user() { "$cluster" exec -u tester slurmctld "$@"; }
-# Runs a command as root in one member.
-on() { local m=$1; shift; "$cluster" exec "$m" "$@"; }
 
 # Runs BODY (shell lines) as a batch job with SBATCH-ARGS and waits; the output (from the job's
 # first node, NODE) lands in $work/out, task report lines only, sorted by rank.
@@ -360,7 +367,7 @@ t_install_refuses_other_slurm() {
     # The plugin in this cluster was installed by scripts/install-plugin.sh, which checked it
     # against the node's Slurm. A copy marked as built for another release is refused with a
     # message that names both versions, and nothing is installed.
-    local so=/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so built running
+    local so=$plugindir/spank_lama.so built running
     built=$(on node1 sh -c "grep -ao 'spank-lama built for Slurm [0-9.]*' $so" | awk '{ print $NF }')
     running=$(slurm_version node1)
     assert_eq "the installed plugin's Slurm" "$running" "$built" || return 1
@@ -386,7 +393,7 @@ t_package_installed() {
     as_user srun --help > "$work/help" 2>&1
     grep -q -- "--lama-map=layout" "$work/help" && grep -q -- "--lama-membind=local|preferred|none" "$work/help" \
         || fail "srun --help lacks the options: $(grep -i lama "$work/help")" || return 1
-    assert_eq "lama --version" "plugin: /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so, built for Slurm $running" \
+    assert_eq "lama --version" "plugin: $plugindir/spank_lama.so, built for Slurm $running" \
         "$(on node1 lama --version | tail -n1)" || return 1
     on node1 test -s /usr/share/bash-completion/completions/lama || fail "no bash completion" || return 1
     assert_eq "conffile" "/etc/slurm/plugstack.conf.d/lama.conf" \
@@ -396,14 +403,15 @@ t_package_installed() {
 t_package_refused_on_other_slurm() {
     # The package built for the other supported Slurm is refused by dpkg before anything is
     # unpacked, with a message naming both releases; the installed package is untouched.
-    local other deb installed
+    local other deb installed target
     if [ "$flavour" == 24.11 ]; then other=26.05; else other=24.11; fi
-    deb=$(ls "$top"/target/debian/slurm-$other/spank-lama_*+slurm${other}_amd64.deb 2>/dev/null | head -n1)
+    target=$( . "$top/scripts/lib.sh" && slurm_flavour "$other" "$top" && echo "$target")
+    deb=$(ls "$target"/debian/spank-lama_*+slurm${other}_amd64.deb 2>/dev/null | head -n1)
     [ -n "$deb" ] || fail "no package for Slurm $other in target/debian: build it with scripts/package.sh $other" || return 1
     installed=$(on node1 dpkg-query -W -f '${Version}' spank-lama)
     on node1 sh -c 'cat > /tmp/other.deb' < "$deb"
     on node1 dpkg -i /tmp/other.deb > "$work/dpkg" 2>&1 && { fail "dpkg installed the Slurm $other package"; return 1; }
-    grep -qF "spank-lama: this package is built for Slurm $other, but this machine has Slurm $(on node1 dpkg-query -W -f '${Version}' slurm-wlm-basic-plugins)." "$work/dpkg" \
+    grep -qF "spank-lama: this package is built for Slurm $other, but this machine has Slurm $(on node1 dpkg-query -W -f '${Version}' slurm-wlm-basic-plugins) (the slurm-wlm-basic-plugins package)." "$work/dpkg" \
         || fail "dpkg's message: $(cat "$work/dpkg")" || return 1
     assert_eq "installed package" "$installed" "$(on node1 dpkg-query -W -f '${Version}' spank-lama)" || return 1
     assert_eq "its status" "install ok installed" "$(on node1 dpkg-query -W -f '${Status}' spank-lama)"

@@ -5,14 +5,15 @@
 # for Slurm 24.11.5"); Slurm loads only plugins of its own major.minor release, and a
 # `required` plugin it cannot load stops every srun. This compares that version with the Slurm
 # installed here: `slurmd -V`, else `scontrol version`, else slurm/slurm_version.h. With
-# --check nothing is installed. DEST defaults to the path in plugstack.conf.example
-# (/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so on Debian). The file is installed as a
-# new file, never rewritten in place under a running daemon. POSIX sh: runs on the nodes.
+# --check nothing is installed. DEST defaults to spank_lama.so in the first directory of the
+# node's PluginDir (scontrol show config); without an answer DEST must be given. The file is
+# installed as a new file, never rewritten in place under a running daemon. POSIX sh: runs on
+# the nodes.
 set -eu
 check=
 if [ "${1:-}" = --check ]; then check=1; shift; fi
 plugin=${1:?usage: install-plugin.sh [--check] PLUGIN.so [DEST]}
-dest=${2:-/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_lama.so}
+dest=${2:-}
 
 [ -r "$plugin" ] || { echo "install-plugin: cannot read $plugin" >&2; exit 1; }
 built=$(grep -ao 'spank-lama built for Slurm [0-9]*\.[0-9]*\.[0-9]*' "$plugin" | head -n1 | awk '{ print $NF }')
@@ -46,5 +47,13 @@ if [ "$(release "$built")" != "$(release "$installed")" ]; then
 fi
 echo "install-plugin: $plugin was built for Slurm $built; this node runs Slurm $installed" >&2
 [ -n "$check" ] && exit 0
+if [ -z "$dest" ]; then
+    dir=$(scontrol show config 2>/dev/null | awk '$1 == "PluginDir" { print $3; exit }' | cut -d: -f1)
+    [ -n "$dir" ] || {
+        echo "install-plugin: scontrol show config gave no PluginDir: name the destination (PluginDir/spank_lama.so)" >&2
+        exit 1
+    }
+    dest=$dir/spank_lama.so
+fi
 install -D -m 0755 "$plugin" "$dest"
 echo "install-plugin: installed $dest" >&2

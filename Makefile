@@ -62,7 +62,7 @@ install: all
 	$(RELEASE_DIR)/lama completions bash > $(DESTDIR)$(DATADIR)/bash-completion/completions/lama
 	$(RELEASE_DIR)/lama completions zsh > $(DESTDIR)$(ZSHDIR)/_lama
 	$(RELEASE_DIR)/lama completions fish > $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/lama.fish
-	sed -e 's|^required |# required |' -e 's|@PLUGINDIR@|$(PLUGINDIR)|' plugstack.conf.example \
+	sed -e 's|^required @PLUGINDIR@/|# required $(PLUGINDIR)/|' plugstack.conf.example \
 		> $(DESTDIR)$(DOCDIR)/plugstack.conf.example
 	grep -q '^# required $(PLUGINDIR)/spank_lama.so$$' $(DESTDIR)$(DOCDIR)/plugstack.conf.example
 	if [ -e $(DESTDIR)$(SYSCONFDIR)/plugstack.conf.d/lama.conf ]; then \

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: unit, golden, property and integration tests of the crates (cargo test),
-# the Debian packages and the RPMs (tests/rpm.sh), then the whole end-to-end suite (tests,
-# fault tests, configuration matrix) on a docker Slurm cluster of its own for each supported Slurm: 24.11 (Debian trixie), then 26.05 (Debian sid)
+# the Debian packages, configure and the RPM spec (tests/rpm.sh), then the whole end-to-end
+# suite (tests, fault tests, configuration matrix) on a docker Slurm cluster of its own for each
+# supported Slurm: 24.11 (Debian trixie), then 26.05 (Debian sid), then a subset on Slurm 24.11
+# built from source in SchedMD's layout
 # (tests/e2e/ci.sh: started, tested, daemon logs kept on failure, removed), then the tests on
 # the QEMU test node, a real two-package, four-NUMA-node SMT machine with cgroup v2, with
 # Slurm 24.11 (Debian trixie), then 26.05 (Debian sid) (vmnode/vm.sh test, one guest at a
@@ -15,6 +17,10 @@ cd "$(dirname "$0")/.."
 start=$SECONDS
 
 flavours=(${LAMA_SLURM:-24.11 26.05})
+src_tests=(t_setup t_confinement t_bind_core t_bind_socket t_cpus_per_task_widen_the_binding
+    t_membind t_verbose_one_line_per_task t_topology_sources t_topology_cache
+    t_package_installed t_install_refuses_other_slurm t_package_refused_on_other_slurm
+    t_package_removal_keeps_srun_working)
 scripts/deps.sh
 # The 24.11 cluster's Slurm headers are needed to build the plugin crate (.cargo/config.toml).
 LAMA_SLURM=24.11 docker/cluster.sh build
@@ -42,6 +48,18 @@ for f in "${flavours[@]}"; do
     LAMA_SLURM=$f tests/e2e/ci.sh || rc=1
     log "Slurm $f: end-to-end tests took $((SECONDS - t))s"
 done
+
+# The source-built Slurm 24.11 in SchedMD's layout (/usr/local, /var/spool/slurmd, no Slurm
+# package): its package built by ./configure --with-slurm and make deb from that Slurm's
+# installed headers, installed on every member; the tests of placement, -c, membind, the
+# topology caches in its spool, the package and its release checks. (Not with LAMA_SLURM: a
+# run of one flavour is a developer's.)
+if [ -z "${LAMA_SLURM:-}" ]; then
+    log "end-to-end tests on the docker cluster, Slurm 24.11 built from source (SchedMD's layout)"
+    t=$SECONDS
+    LAMA_SLURM=src-24.11 tests/e2e/ci.sh "${src_tests[@]}" || rc=1
+    log "Slurm src-24.11: end-to-end tests took $((SECONDS - t))s"
+fi
 
 not_run=
 # What the machine must have is the same for both guests (vmnode/vm.sh check). CgroupJobIdPaths

@@ -16,6 +16,8 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$top/docker/cluster.sh
 nodes=(node1 node2 node3)
 flavour=${LAMA_SLURM:-24.11}
+# The Slurm release (src-24.11 is 24.11 built from source).
+slurm_release=${flavour#src-}
 # Runs a command as root in one member.
 on() { local m=$1; shift; "$cluster" exec "$m" "$@"; }
 # The running Slurm's SlurmdSpoolDir and PluginDir (Debian's /var/lib/slurm/slurmd and
@@ -28,7 +30,7 @@ plugindir=$(show_config PluginDir)
 [ -n "$spool" ] && [ -n "$plugindir" ] || { echo "e2e: scontrol show config on node1 failed: is the cluster up?" >&2; exit 1; }
 # Where steps find the node's topology: Slurm's cached XML up to 24.11; from 25.05 on, Slurm no
 # longer writes it and LAMA's own cache, written when slurmd starts, is used.
-case ${flavour#src-} in
+case $slurm_release in
     24.11) step_source="Slurm's cached $spool/hwloc_topo_whole.xml" ;;
     *) step_source="LAMA's cached $spool/lama_topology.xml" ;;
 esac
@@ -48,13 +50,15 @@ run_batch() { # NODE BODY SBATCH-ARGS...
 }
 
 nodes_idle() { [ "$(as_user sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')" == "node1 idle node2 idle node3 idle " ]; }
-# The cpuset.cpus of a job's cgroup (cgroup v1, task/cgroup) on NODE: job_cpuset NODE JOBID
-job_cpuset() { on "$1" sh -c "cat /sys/fs/cgroup/cpuset/slurm_$1/uid_*/job_$2/cpuset.cpus"; }
+# The cpuset.cpus of a job's cgroup (cgroup v1, task/cgroup) on NODE: job_cpuset NODE JOBID.
+# Under slurm_NODE/ where Slurm is built with --enable-multiple-slurmd (Debian's), slurm/ where
+# it is not (the source-built one).
+job_cpuset() { on "$1" sh -c "cat /sys/fs/cgroup/cpuset/slurm_$1/uid_*/job_$2/cpuset.cpus /sys/fs/cgroup/cpuset/slurm/uid_*/job_$2/cpuset.cpus 2>/dev/null"; }
 
 # Writes the plugin's plugstack line on every member (srun reads it too), with extra args.
 set_plugstack() {
     local line kind
-    line="$(grep -v -e '^#' -e '^[[:space:]]*$' "$top/plugstack.conf.example") $*"
+    line="$(grep -v -e '^#' -e '^[[:space:]]*$' "$top/plugstack.conf.example" | sed "s|@PLUGINDIR@|$plugindir|") $*"
     # A configuration row may make the plugin line optional (docker/configs/optional.conf).
     kind=$(on slurmctld sh -c "awk '\$1 == \"plugstack\" { print \$2 }' /opt/lama/config.overlay 2>/dev/null")
     [ -n "$kind" ] && line="$kind ${line#required }"
@@ -337,7 +341,7 @@ t_topology_cache() {
     assert_eq "placement" "node1:0 node1:1" "$(actual_cpus)" || return 1
     slurmd_log_since node1 "$n1" | grep -qF "source=$step_source" \
         || fail "$step_source was not used: $(slurmd_log_since node1 "$n1" | grep lama)" || return 1
-    if [ "$flavour" != 24.11 ]; then
+    if [ "$slurm_release" != 24.11 ]; then
         slurmd_log_since node1 "$n1" | grep -qF "topology source skipped: Slurm's cached topology: $spool/hwloc_topo_whole.xml does not exist" \
             || fail "no reason logged for Slurm's missing cache" || return 1
     fi
@@ -356,7 +360,7 @@ t_topology_cache() {
     [ $rc -eq 0 ] || fail "srun failed without the cache: $(cat "$work/err")" || return 1
     assert_eq "placement without the cache" "node1:0 node1:1" "$(actual_cpus)" || return 1
     # 24.11: Slurm's own cache comes first and is still there. Later releases: none is left.
-    [ "$flavour" == 24.11 ] && return 0
+    [ "$slurm_release" == 24.11 ] && return 0
     echo "$log" | grep -qF "topology source skipped: LAMA's cached topology: /nonexistent/lama_topology.xml does not exist" \
         || fail "no reason logged for the missing cache: $(echo "$log" | grep lama)" || return 1
     echo "$log" | grep -qF "source=live discovery" \
@@ -384,7 +388,7 @@ t_package_installed() {
     # the options in srun --help, lama --version naming the Slurm, completions, the conffile.
     local running
     running=$(slurm_version node1)
-    assert_eq "package version" "+slurm${flavour}" "$(on node1 dpkg-query -W -f '${Version}' spank-lama | grep -o '+slurm.*')" || return 1
+    assert_eq "package version" "+slurm${slurm_release}" "$(on node1 dpkg-query -W -f '${Version}' spank-lama | grep -o '+slurm.*')" || return 1
     on node1 sh -c 'MANWIDTH=100 man spank-lama' > "$work/man8" 2>&1 || fail "man spank-lama: $(head -3 "$work/man8")" || return 1
     grep -q -- "--lama-map=LAYOUT" "$work/man8" && grep -q "topology_cache=" "$work/man8" \
         || fail "spank-lama(8) lacks options or settings: $(head -20 "$work/man8")" || return 1
@@ -404,15 +408,32 @@ t_package_refused_on_other_slurm() {
     # The package built for the other supported Slurm is refused by dpkg before anything is
     # unpacked, with a message naming both releases; the installed package is untouched.
     local other deb installed target
-    if [ "$flavour" == 24.11 ]; then other=26.05; else other=24.11; fi
+    if [ "$slurm_release" == 24.11 ]; then other=26.05; else other=24.11; fi
     target=$( . "$top/scripts/lib.sh" && slurm_flavour "$other" "$top" && echo "$target")
     deb=$(ls "$target"/debian/spank-lama_*+slurm${other}_amd64.deb 2>/dev/null | head -n1)
     [ -n "$deb" ] || fail "no package for Slurm $other in target/debian: build it with scripts/package.sh $other" || return 1
     installed=$(on node1 dpkg-query -W -f '${Version}' spank-lama)
     on node1 sh -c 'cat > /tmp/other.deb' < "$deb"
     on node1 dpkg -i /tmp/other.deb > "$work/dpkg" 2>&1 && { fail "dpkg installed the Slurm $other package"; return 1; }
-    grep -qF "spank-lama: this package is built for Slurm $other, but this machine has Slurm $(on node1 dpkg-query -W -f '${Version}' slurm-wlm-basic-plugins) (the slurm-wlm-basic-plugins package)." "$work/dpkg" \
+    local has
+    if [ "$flavour" == src-24.11 ]; then
+        has="(none: slurm-wlm-basic-plugins is not installed)"
+    else
+        has="$(on node1 dpkg-query -W -f '${Version}' slurm-wlm-basic-plugins) (the slurm-wlm-basic-plugins package)"
+    fi
+    grep -qF "spank-lama: this package is built for Slurm $other, but this machine has Slurm $has." "$work/dpkg" \
         || fail "dpkg's message: $(cat "$work/dpkg")" || return 1
+    if [ "$flavour" == src-24.11 ]; then
+        # This cluster's package names no Slurm package (its Slurm is built from source): its
+        # preinst asks the Slurm commands, and refuses when they are another release.
+        on node1 sh -c 'mkdir -p /tmp/fake && printf "#!/bin/sh\necho slurm 26.05.1\n" > /tmp/fake/slurmd && chmod +x /tmp/fake/slurmd'
+        on node1 sh -c 'PATH=/tmp/fake:$PATH sh /var/lib/dpkg/info/spank-lama.preinst install' > "$work/pre" 2>&1 \
+            && { fail "the preinst accepted a slurmd of 26.05.1"; return 1; }
+        grep -qF "this package is built for Slurm 24.11, but this machine has Slurm 26.05.1 (slurmd -V)." "$work/pre" \
+            || fail "the preinst's message: $(cat "$work/pre")" || return 1
+        on node1 sh /var/lib/dpkg/info/spank-lama.preinst install > "$work/pre" 2>&1 \
+            || fail "the preinst refused this node's Slurm: $(cat "$work/pre")" || return 1
+    fi
     assert_eq "installed package" "$installed" "$(on node1 dpkg-query -W -f '${Version}' spank-lama)" || return 1
     assert_eq "its status" "install ok installed" "$(on node1 dpkg-query -W -f '${Status}' spank-lama)"
 }

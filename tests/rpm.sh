@@ -5,6 +5,9 @@
 #                         the C file cargo compiles, for a build that skips configure
 #   t_configure_finds     ./configure against each test cluster's headers names its release,
 #                         and an unknown option or a missing headers directory is an error
+#   t_make_install        make install into a staging root (DESTDIR), again over an edited
+#                         lama.conf (kept; the new one beside it), then make uninstall (the
+#                         line disabled, the files gone)
 #   t_rpm_spec            make dist, then rpmbuild -ta (--nodeps: no RHEL here) for Slurm
 #                         24.11's headers: the package's files are where the spec's macros put
 #                         them, its requirements are real (the libraries the binaries link, the
@@ -51,10 +54,46 @@ t_configure_finds() {
         assert_eq "$f: the release configure found" "$f" "$release" || return 1
         grep -qF "configure: Slurm $f." "$work/err" || fail "$f: configure does not say the release" || return 1
     done
+    # The minimums of the other tools: an hwloc 2.2 (RHEL 8's) and a Rust 1.80, each found
+    # first, are refused with the reason.
+    mkdir -p "$work/pc" "$work/bin"
+    printf 'Name: hwloc\nDescription: hwloc\nVersion: 2.2.0\nCflags:\nLibs: -lhwloc\n' > "$work/pc/hwloc.pc"
+    PKG_CONFIG_PATH=$work/pc CONFIG_MK=$work/c.mk ./configure --with-slurm="$build/slurm-include/usr" \
+        --plugindir=/usr/lib64/slurm 2> "$work/err" && { fail "hwloc 2.2 was accepted"; return 1; }
+    grep -qF "hwloc 2.2.0 is too old: spank-lama needs hwloc 2.4.0 or later" "$work/err" || fail "hwloc 2.2: $(cat "$work/err")" || return 1
+    printf '#!/bin/sh\necho "rustc 1.80.0 (051478957 2024-07-21)"\n' > "$work/bin/rustc" && chmod +x "$work/bin/rustc"
+    PATH=$work/bin:$PATH CONFIG_MK=$work/c.mk ./configure --with-slurm="$build/slurm-include/usr" \
+        --plugindir=/usr/lib64/slurm 2> "$work/err" && { fail "Rust 1.80 was accepted"; return 1; }
+    grep -qF "Rust 1.80.0 is older than 1.85" "$work/err" || fail "Rust 1.80: $(cat "$work/err")" || return 1
     ./configure --with-slurmm=/usr 2> "$work/err" && { fail "an unknown option was accepted"; return 1; }
     grep -qF "unknown option --with-slurmm=/usr" "$work/err" || fail "unknown option: $(cat "$work/err")" || return 1
     CONFIG_MK=$work/none.mk ./configure --with-slurm="$work" 2> "$work/err" && { fail "a prefix without headers was accepted"; return 1; }
     grep -qF "no include/slurm/spank.h there" "$work/err" || fail "no headers: $(cat "$work/err")"
+}
+
+t_make_install() {
+    # The configuration and build of scripts/package.sh 24.11 (scripts/test.sh made them).
+    local config=$top/target/config.mk root=$work/root plugindir conf line
+    [ -f "$config" ] || scripts/package.sh 24.11 >/dev/null || { fail "scripts/package.sh 24.11 failed"; return 1; }
+    plugindir=$(awk '$1 == "PLUGINDIR" { print $3 }' "$config")
+    conf=$root/etc/slurm/plugstack.conf.d/lama.conf
+    make -s --no-print-directory install DESTDIR="$root" CONFIG_MK="$config" CARGO_TARGET_DIR="$top/target" \
+        > "$work/out" 2>&1 || { fail "make install: $(tail -n 5 "$work/out")"; return 1; }
+    assert_eq "the plugin's mode" "755" "$(stat -c %a "$root$plugindir/spank_lama.so")" || return 1
+    grep -aq "spank-lama built for Slurm 24\.11\." "$root$plugindir/spank_lama.so" || fail "the installed plugin is not 24.11's" || return 1
+    "$root/usr/bin/lama" --help > /dev/null || fail "the installed lama does not run" || return 1
+    line="# required $plugindir/spank_lama.so"
+    assert_eq "the plugin line" "$line" "$(grep 'spank_lama.so$' "$conf")" || return 1
+    # A second install keeps the site's line.
+    sed -i 's|^# required |required |' "$conf"
+    make -s --no-print-directory install DESTDIR="$root" CONFIG_MK="$config" CARGO_TARGET_DIR="$top/target" \
+        > "$work/out" 2>&1 || { fail "make install again: $(tail -n 5 "$work/out")"; return 1; }
+    assert_eq "the site's line after a second install" "required $plugindir/spank_lama.so" "$(grep 'spank_lama.so$' "$conf")" || return 1
+    assert_eq "the new file beside it" "$line" "$(grep 'spank_lama.so$' "$conf.new")" || return 1
+    make -s --no-print-directory uninstall DESTDIR="$root" CONFIG_MK="$config" > "$work/out" 2>&1 \
+        || { fail "make uninstall: $(tail -n 5 "$work/out")"; return 1; }
+    [ ! -e "$root$plugindir/spank_lama.so" ] && [ ! -e "$root/usr/bin/lama" ] || fail "make uninstall left the plugin or lama" || return 1
+    assert_eq "the line after make uninstall" "#lama-removed# required $plugindir/spank_lama.so" "$(grep 'spank_lama.so$' "$conf")"
 }
 
 rpm_file=
@@ -149,4 +188,4 @@ t_rpm_spec_without_slurm_package() {
         "$(rpmspec -q --requires "${q[@]}" --define 'slurm_package slurm-ohpc' "$spec" 2>/dev/null | grep slurm | sort | paste -sd' ')"
 }
 
-run_tests rpm t_old_slurm_refused t_configure_finds t_rpm_spec t_rpm_spec_without_slurm_package
+run_tests rpm t_old_slurm_refused t_configure_finds t_make_install t_rpm_spec t_rpm_spec_without_slurm_package

@@ -72,7 +72,7 @@ base_image() {
 }
 
 # The node image's build context: its files here and the MPI test program's sources.
-node_files=(Dockerfile entrypoint.sh slurm.conf cgroup.conf gres.conf topologies.txt
+node_files=(Dockerfile entrypoint.sh slurm.conf cgroup.conf gres.conf topologies.txt topologies.sh
     node1-gpus.xml)
 node_image() {
     local base=$1 hash tag ctx
@@ -94,7 +94,7 @@ node_image() {
 # src-24.11's node image: docker/src/Dockerfile builds Slurm in a stage on the builder base and
 # copies its /usr/local tree onto the run-time base, with the same configuration files and
 # entrypoint as node_image (no MPI). Tagged by a hash of both bases and the files.
-src_node_files=(src/Dockerfile entrypoint.sh slurm.conf cgroup.conf gres.conf topologies.txt
+src_node_files=(src/Dockerfile entrypoint.sh slurm.conf cgroup.conf gres.conf topologies.txt topologies.sh
     node1-gpus.xml)
 src_node_image() {
     local base=$1 builder=$2 hash tag ctx
@@ -114,30 +114,20 @@ src_node_image() {
     echo "$tag"
 }
 
+# The cluster's Slurm headers from IMAGE's PREFIX, kept under the same path in
+# $build/slurm-include: /usr (Debian's libslurm-dev), or /usr/local for the source build, with
+# slurm.pc when Slurm installs one (only when configured with --enable-pkgconfig).
+#   slurm_headers IMAGE PREFIX
 slurm_headers() {
-    local base=$1 stamp=$build/slurm-include/.base
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$base" ]; then
-        log "extracting the cluster's Slurm headers"
+    local image=$1 prefix=$2 stamp=$build/slurm-include/.base
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$image" ]; then
+        log "extracting the cluster's Slurm headers ($prefix/include/slurm)"
         rm -rf "$build/slurm-include"
-        mkdir -p "$build/slurm-include/usr/include"
-        docker run --rm --entrypoint tar "$base" -C /usr/include -c slurm \
-            | tar -x -C "$build/slurm-include/usr/include"
-        echo "$base" > "$stamp"
-    fi
-}
-
-# src-24.11: Slurm's headers (and slurm.pc, which Slurm installs only when configured with
-# --enable-pkgconfig) from the node image's /usr/local, kept under the same paths.
-src_slurm_headers() {
-    local node=$1 stamp=$build/slurm-include/.base
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$node" ]; then
-        log "extracting the cluster's Slurm headers (/usr/local)"
-        rm -rf "$build/slurm-include"
-        mkdir -p "$build/slurm-include/usr/local"
-        docker run --rm --entrypoint sh "$node" -c \
-            'cd /usr/local && tar -cf - include/slurm $(ls lib/pkgconfig/slurm.pc 2>/dev/null)' \
-            | tar -x -C "$build/slurm-include/usr/local" || return 1
-        echo "$node" > "$stamp"
+        mkdir -p "$build/slurm-include$prefix"
+        docker run --rm --entrypoint sh "$image" -c \
+            "cd $prefix && tar -cf - include/slurm \$(ls lib/pkgconfig/slurm.pc 2>/dev/null)" \
+            | tar -x -C "$build/slurm-include$prefix" || return 1
+        echo "$image" > "$stamp"
     fi
 }
 
@@ -148,11 +138,11 @@ cmd_build() {
         base=$(base_image runtime "$src_base_packages")
         builder=$(base_image build "$src_build_packages")
         node=$(src_node_image "$base" "$builder")
-        src_slurm_headers "$node"
+        slurm_headers "$node" /usr/local
     else
         base=$(base_image)
         node=$(node_image "$base")
-        slurm_headers "$base"
+        slurm_headers "$base" /usr
     fi
     [ -f "$stage/munge.key" ] || dd if=/dev/urandom of="$stage/munge.key" bs=1024 count=1 status=none
     echo "$node" > "$build/node-image"

@@ -224,6 +224,12 @@ fn absolute_path(key: &str, value: &str) -> Result<String, String> {
     }
 }
 
+/// Whether a node name can stand for `%n` in a path: not empty, no `/`, no leading `.` (it
+/// could escape the directory), no NUL.
+pub fn usable_in_path(node: &str) -> bool {
+    !(node.is_empty() || node.contains('/') || node.starts_with('.') || node.contains('\0'))
+}
+
 /// A cache file setting: `none` or an absolute path.
 fn spool_file(key: &str, value: &str) -> Result<SpoolFile, String> {
     if value == "none" {
@@ -361,7 +367,7 @@ impl SiteConfig {
         if !template.contains("%n") {
             return Some(Ok(PathBuf::from(template)));
         }
-        if node.is_empty() || node.contains('/') || node.starts_with('.') || node.contains('\0') {
+        if !usable_in_path(node) {
             return Some(Err(format!("node name '{node}' cannot be used in a path")));
         }
         Some(Ok(PathBuf::from(template.replace("%n", node))))

@@ -37,9 +37,7 @@ fn expand(raw: &str, node: &str) -> Result<PathBuf, String> {
     if !raw.starts_with('/') {
         return Err(format!("SlurmdSpoolDir {raw} is not an absolute path"));
     }
-    if (raw.contains("%n") || raw.contains("%h"))
-        && (node.is_empty() || node.contains('/') || node.starts_with('.'))
-    {
+    if (raw.contains("%n") || raw.contains("%h")) && !crate::config::usable_in_path(node) {
         return Err(format!(
             "SlurmdSpoolDir {raw} names the node, and '{node}' cannot be used in a path"
         ));

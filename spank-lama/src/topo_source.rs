@@ -207,18 +207,17 @@ pub fn node_topology_with(
                 continue;
             }
         };
-        let path = &path;
         if !path.exists() {
             skipped.push(format!("{what}: {} does not exist", path.display()));
             continue;
         }
-        match crate::topo_cache::read_trusted(path)
-            .and_then(|text| from_text(path, &text, online, needs, gpus))
+        match crate::topo_cache::read_trusted(&path)
+            .and_then(|text| from_text(&path, &text, online, needs, gpus))
         {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,
-                    source: kind(path.clone()),
+                    source: kind(path),
                     skipped,
                 })
             }

@@ -42,8 +42,7 @@ pub fn cache(site: &SiteConfig, node: &str) {
             return;
         }
     };
-    let path = &path;
-    match crate::topo_cache::export(path, || lama_hwloc::export_xml(&lama_hwloc::Source::Live)) {
+    match crate::topo_cache::export(&path, || lama_hwloc::export_xml(&lama_hwloc::Source::Live)) {
         Ok(done) => tracing::info!(
             node,
             "lama: topology cached in {} ({} bytes, {} ms)",

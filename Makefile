@@ -84,6 +84,22 @@ uninstall:
 	conf=$(DESTDIR)$(SYSCONFDIR)/plugstack.conf.d/lama.conf; \
 	if [ -f "$$conf" ]; then sed -i -E 's|^([[:space:]]*(required\|optional)[[:space:]].*spank_lama\.so.*)$$|#lama-removed# \1|' "$$conf"; fi
 
+# The packages' scriptlets for this configuration, rendered into SCRIPTLET_DIR for the package
+# manager MANAGER (dpkg or rpm): preinst (packaging/check-slurm.sh.in: the release check),
+# postinst and postrm (the plugin line enabled again, disabled on removal). make deb and the
+# RPM spec both use them.
+SCRIPTLET_DIR ?= scriptlets
+MANAGER ?= dpkg
+.PHONY: scriptlets
+scriptlets:
+	install -d $(SCRIPTLET_DIR)
+	sed -e 's|@SLURM_RELEASE@|$(SLURM_RELEASE)|g' -e 's|@SLURM_PACKAGE@|$(SLURM_PACKAGE)|g' \
+		-e 's|@SLURM_BINDIR@|$(SLURM_BINDIR)|g' -e 's|@MANAGER@|$(MANAGER)|g' \
+		packaging/check-slurm.sh.in > $(SCRIPTLET_DIR)/preinst
+	sed 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' packaging/postinst.in > $(SCRIPTLET_DIR)/postinst
+	sed 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' packaging/postrm.in > $(SCRIPTLET_DIR)/postrm
+	chmod 0755 $(SCRIPTLET_DIR)/preinst $(SCRIPTLET_DIR)/postinst $(SCRIPTLET_DIR)/postrm
+
 deb: all
 	SLURM_RELEASE=$(SLURM_RELEASE) SLURM_PACKAGE=$(SLURM_PACKAGE) SLURM_BINDIR=$(SLURM_BINDIR) \
 		PLUGINDIR=$(PLUGINDIR) SYSCONFDIR=$(SYSCONFDIR) VERSION=$(VERSION) \

@@ -72,13 +72,8 @@ Description: LAMA process placement for Slurm: SPANK plugin and the lama command
  node and submit host.
 EOF
 echo "$SYSCONFDIR/plugstack.conf.d/lama.conf" > "$stage/DEBIAN/conffiles"
-sed -e "s|@SLURM_RELEASE@|$SLURM_RELEASE|g" -e "s|@SLURM_PACKAGE@|${SLURM_PACKAGE:-}|g" \
-    -e "s|@SLURM_BINDIR@|${SLURM_BINDIR:-/usr/bin}|g" -e "s|@MANAGER@|dpkg|g" \
-    packaging/check-slurm.sh.in > "$stage/DEBIAN/preinst"
-# Removal disables the plugin's line, reinstallation enables it again.
-sed "s|@SYSCONFDIR@|$SYSCONFDIR|g" packaging/postinst.in > "$stage/DEBIAN/postinst"
-sed "s|@SYSCONFDIR@|$SYSCONFDIR|g" packaging/postrm.in > "$stage/DEBIAN/postrm"
-chmod 0755 "$stage/DEBIAN/preinst" "$stage/DEBIAN/postinst" "$stage/DEBIAN/postrm"
+make --no-print-directory scriptlets MANAGER=dpkg SCRIPTLET_DIR="$stage/DEBIAN" \
+    CONFIG_MK="${CONFIG_MK:-config.mk}" >/dev/null
 (cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) \
     > "$stage/DEBIAN/md5sums"
 

@@ -2,14 +2,12 @@
 //! request of a `g` layout from the option strings, Slurm's GPU indexes of a step, and the
 //! variables each task gets (docs/devices.md has the table).
 //!
-//! Slurm numbers a node's GPUs 0, 1, ... in the order of its GPU records, sorted by their
-//! `File=` in natural order and then, where `AutoDetect` gave them links, in the order NVML
-//! enumerates them, PCI bus order (`_sort_gpu_by_file`, `_sort_gpu_by_links_order` in
-//! `src/plugins/gres/gpu/gres_gpu.c`); `SLURM_STEP_GPUS` holds those indexes (a NIC's, the
-//! number in its file name: `gres_common.c`). With `AutoDetect`, or `File=/dev/nvidia[0-N]` on a
-//! node whose device minors follow the PCI bus (NVIDIA's default), that is PCI bus order, the
-//! order in which the topology numbers its GPUs, and LAMA takes Slurm's GPU `k` to be the
-//! topology's `gpu<k>`. Where Slurm writes UUIDs instead (`Flags=env_uuid`), each names its
+//! Slurm numbers a node's GPUs 0, 1, ... in the order of its GPU records
+//! ([`crate::gres_conf`]); `SLURM_STEP_GPUS` holds those indexes (a NIC's, the number in its
+//! file name: `gres_common.c`). With detection (`AutoDetect=`) that is PCI bus order, the order
+//! in which the topology numbers its GPUs, and Slurm's GPU `k` is the topology's `gpu<k>`
+//! ([`step_gpus`]); without, it is gres.conf's order of device files, and the plugin finds each
+//! file's card by bus id. Where Slurm writes UUIDs instead (`Flags=env_uuid`), each names its
 //! card and the order does not matter ([`step_gpus_by_uuid`]).
 
 use lama_engine::{

@@ -9,5 +9,6 @@ pub mod cpus_per_task;
 pub mod distribution;
 pub mod familiar;
 pub mod gpu;
+pub mod gres_conf;
 pub mod hostlist;
 pub mod task_env;

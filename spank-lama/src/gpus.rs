@@ -36,6 +36,10 @@ pub struct StepGpus {
     /// Whether the vendor variable names the GPUs by UUID (gres.conf `Flags=env_uuid`), which
     /// then finds each of them in the topology.
     pub uuids: bool,
+    /// The PCI bus id of each GPU of `slurm`, where Slurm numbers the node's GPUs by
+    /// gres.conf's files ([`crate::gpu_cards::step_cards`]); `None` where it numbers them in
+    /// PCI bus order (detection), Slurm's GPU `k` being the topology's `k`-th.
+    pub cards: Option<Vec<String>>,
 }
 
 /// Reads the step's GPUs from its environment (`env`); `vendor` names the variable read.
@@ -83,6 +87,7 @@ pub fn read(
         binding,
         numbered_locally,
         uuids,
+        cards: None,
     })
 }
 
@@ -120,6 +125,36 @@ pub fn machine_gpus(machine: &Machine) -> Vec<&Device> {
         .collect()
 }
 
+/// The topology's GPU of each of Slurm's GPUs (`slurm`), found by its card's PCI bus id
+/// (`cards`, in the same order).
+fn step_gpus_by_card<'m>(
+    all: &[&'m Device],
+    slurm: &[u32],
+    cards: &[String],
+) -> Result<Vec<&'m Device>, String> {
+    slurm
+        .iter()
+        .zip(cards)
+        .map(|(k, bus)| {
+            all.iter()
+                .copied()
+                .find(|d| d.bus_id.eq_ignore_ascii_case(bus))
+                .ok_or_else(|| {
+                    format!(
+                        "Slurm's GPU {k} is the card at {bus} (by its device file in gres.conf), \
+                         which is not among this node's topology's {} GPU(s) ({}): the topology \
+                         is not this node's, or lacks I/O objects",
+                        all.len(),
+                        all.iter()
+                            .map(|d| d.bus_id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
 /// This node's tasks placed by GPU, by local task id, and the notes for the user. `machine`
 /// is restricted to the step's CPUs; `globals[i]` is local task `i`'s global rank.
 pub fn place_here(
@@ -138,9 +173,10 @@ pub fn place_here(
         Some(t) if gpus.uuids && t.len() == gpus.slurm.len() => step_gpus_by_uuid(&all, t),
         _ => None,
     };
-    let step = match by_uuid {
-        Some(found) => found?,
-        None => step_gpus(&all, &gpus.slurm)?,
+    let step = match (by_uuid, &gpus.cards) {
+        (Some(found), _) => found?,
+        (None, Some(cards)) => step_gpus_by_card(&all, &gpus.slurm, cards)?,
+        (None, None) => step_gpus(&all, &gpus.slurm)?,
     };
     let mut by_rank: Vec<usize> = (0..globals.len()).collect();
     by_rank.sort_by_key(|&i| globals[i]);
@@ -549,6 +585,34 @@ mod tests {
         ];
         let e = read(env_of(&mig), "NVIDIA", no_files).unwrap_err();
         assert!(e.contains("MIG instances"), "{e}");
+    }
+
+    #[test]
+    fn cards_from_gres_conf_files_whatever_slurms_order() {
+        // gres.conf lists the cards of package 1 first (read by gpu_cards): Slurm's GPU 0 is
+        // the card at 81:00.0 (CPUs 2-3), its GPU 2 the card at 01:00.0 (CPUs 0-1). By index
+        // the task holding Slurm's GPU 0 would be put on CPU 0, beside the far card.
+        let vars = [("SLURM_STEP_GPUS", "0,2"), ("CUDA_VISIBLE_DEVICES", "0,2")];
+        let mut gpus = read(env_of(&vars), "NVIDIA", no_files).unwrap();
+        gpus.cards = Some(vec!["0000:81:00.0".into(), "0000:01:00.0".into()]);
+        let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
+        assert_eq!(tasks[0].cpus.to_string(), "0");
+        assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("2"));
+        assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("2,0"));
+        assert_eq!(tasks[1].cpus.to_string(), "2");
+        assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
+        // Without the cards, index order: Slurm's GPU 0 taken for the card at 01:00.0.
+        gpus.cards = None;
+        let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
+        assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("0"));
+        // A card the topology lacks is refused, naming it and the topology's cards.
+        gpus.cards = Some(vec!["0000:81:00.0".into(), "0000:c1:00.0".into()]);
+        let e = two_tasks("gcsbnh", &gpus).unwrap_err();
+        assert!(
+            e.contains("Slurm's GPU 2 is the card at 0000:c1:00.0")
+                && e.contains("0000:01:00.0, 0000:02:00.0, 0000:81:00.0, 0000:82:00.0"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod bounded;
 pub mod cgroup;
 pub mod config;
 pub mod error;
+pub mod gpu_cards;
 pub mod gpus;
 pub mod inherited;
 pub mod logging;

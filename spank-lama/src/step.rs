@@ -165,11 +165,19 @@ fn by_gpu(
     let vendor = gpus::machine_gpus(machine)
         .first()
         .map_or(String::new(), |d| d.vendor.clone());
-    let step_gpus = gpus::read(
+    let mut step_gpus = gpus::read(
         |name| env(spank, name),
         &vendor,
         |path| crate::bounded::read_file(path, crate::bounded::MAX_SMALL_FILE),
     )?;
+    if !step_gpus.uuids {
+        // Which card each of Slurm's GPUs is, where gres.conf's files number them.
+        step_gpus.cards = crate::gpu_cards::step_cards(
+            |name| env(spank, name),
+            &step_gpus.slurm,
+            &crate::gpu_cards::RealFiles,
+        )?;
+    }
     let (tasks, notes) = gpus::place_here(machine, request, &step_gpus, globals, overcommit, cpus)?;
     tracing::info!(
         node, source = %resolved.source, cpus = %machine.available(),

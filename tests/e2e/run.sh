@@ -968,6 +968,41 @@ t_gpu_placement() {
     grep -qF "lead --lama-map with 'g'" "$work/err" || fail "no message for 1g alone: $(cat "$work/err")"
 }
 
+t_gpu_files() {
+    # gres.conf lists node1's cards of socket 1 first, so Slurm's GPUs 0 and 1 are /dev/nvidia2
+    # and /dev/nvidia3: by hand, the driver files entrypoint.sh writes give minors 2 and 3 to
+    # the cards at 84:00.0 and 85:00.0, which node1-gpus.xml puts near CPU 1. The plugin reads
+    # which card each file is; by index it would take Slurm's GPU 0 for the card at 04:00.0
+    # (CPU 0).
+    local task_report='echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${SLURM_STEP_GPUS-unset}"'
+    on node1 cp /etc/slurm/gres.conf /etc/slurm/gres.conf.before-test || return 1
+    on node1 sh -c "printf 'AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/nvidia[2-3] Cores=1\nNodeName=node1 Name=gpu File=/dev/nvidia[0-1] Cores=0\n' > /etc/slurm/gres.conf"
+    local rc=0
+    gpu_files_steps || rc=1
+    on node1 mv /etc/slurm/gres.conf.before-test /etc/slurm/gres.conf
+    restart_slurmd node1 || rc=1
+    return $rc
+}
+
+gpu_files_steps() {
+    restart_slurmd node1 || return 1
+    # Each task beside the card of the GPU Slurm numbers: GPUs 0 and 1 near CPU 1, 2 and 3 near
+    # CPU 0.
+    near() { while read -r rank cpus gpus step; do
+        [[ "$gpus" =~ ^[0-3]$ ]] || { fail "$1: rank $rank: LAMA_GPUS [$gpus]"; return 1; }
+        assert_eq "$1: rank $rank's CPU (Slurm's GPU $gpus)" "$(( gpus < 2 ? 1 : 0 ))" "$cpus" || return 1
+    done < "$work/out"; }
+    run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g || fail "srun 1g failed: $(cat "$work/err")" || return 1
+    near "1g" || return 1
+    assert_eq "1g: one task per socket" "0 1" "$(report_field 2 | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/ $//')" || return 1
+    # Slurm's own per-task choice: task/affinity puts task 0 on CPU 1, and Slurm gives it the
+    # free GPU whose Cores= hold CPU 1, GPU 0 or 1; LAMA keeps it there.
+    run_srun -w node1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:1,0 --lama-map=gcsbnh || fail "srun map_cpu failed: $(cat "$work/err")" || return 1
+    near "per_task" || return 1
+    assert_eq "per_task: Slurm gave rank 0 GPU 0 or 1, rank 1 GPU 2 or 3" "0 1" \
+        "$(report_field 3 | tr ' ' '\n' | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 >= 2 }')"
+}
+
 t_cpu_bind_and_lama() {
     # --cpu-bind and a LAMA binding together: LAMA binds last and wins; the user is told once.
     run_srun -N2 -w node1,node3 -n4 --cpu-bind=cores --lama-map=scbnh || fail "srun failed: $(cat "$work/err")" || return 1
@@ -1211,7 +1246,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil
-    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_bad_plan_refused t_odd_environment t_gpu_placement
+    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files
     t_cpu_bind_and_lama
     t_daemons_still_up)
 

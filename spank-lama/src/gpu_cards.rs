@@ -1,0 +1,379 @@
+//! Which card each of a step's GPUs is, by its device file: Slurm numbers a node's GPUs by
+//! their files in gres.conf ([`lama_slurm::gres_conf`]), and a file names its card through the
+//! kernel, whatever the file's name or its place in gres.conf.
+//!
+//! - NVIDIA (character major 195, the driver's own): `/proc/driver/nvidia/gpus/<bus id>/information`
+//!   holds each card's `Device Minor`.
+//! - Any other driver that registers its devices (DRM's `/dev/dri/renderD128` and
+//!   `/dev/dri/card0`, AMD and Intel): `/sys/dev/char/<major>:<minor>/device` links to its
+//!   PCI device, whose name is the bus id.
+//!
+//! With detection (`AutoDetect=`) Slurm numbers the GPUs in PCI bus order and no file is
+//! read. A file that names no card refuses the step ([`step_cards`]): the plugin never guesses
+//! which card a GPU is.
+
+use lama_slurm::gres_conf::{gpu_numbering, GpuNumbering};
+use std::path::{Path, PathBuf};
+
+/// NVIDIA's character device major (`/dev/nvidia0` is 195:0).
+const NVIDIA_MAJOR: u32 = 195;
+
+/// The node's files, as this module reads them.
+pub trait NodeFiles {
+    /// The `(major, minor)` of a character device.
+    fn char_device(&self, path: &Path) -> std::io::Result<(u32, u32)>;
+    /// A small text file.
+    fn read(&self, path: &Path) -> std::io::Result<String>;
+    /// The names in a directory.
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>>;
+    /// Where a symbolic link leads, resolved.
+    fn resolve(&self, path: &Path) -> std::io::Result<PathBuf>;
+}
+
+/// The real files of this node.
+#[derive(Debug)]
+pub struct RealFiles;
+
+impl NodeFiles for RealFiles {
+    fn char_device(&self, path: &Path) -> std::io::Result<(u32, u32)> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let meta = std::fs::metadata(path)?;
+        if !meta.file_type().is_char_device() {
+            return Err(std::io::Error::other("not a character device"));
+        }
+        Ok((libc::major(meta.rdev()), libc::minor(meta.rdev())))
+    }
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        crate::bounded::read_file(path, crate::bounded::MAX_SMALL_FILE)
+    }
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        std::fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect()
+    }
+    fn resolve(&self, path: &Path) -> std::io::Result<PathBuf> {
+        std::fs::canonicalize(path)
+    }
+}
+
+/// Whether `name` is a PCI bus id, `dddd:bb:dd.f` in hexadecimal.
+fn is_bus_id(name: &str) -> bool {
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let parts: Vec<&str> = name.split([':', '.']).collect();
+    matches!(parts.as_slice(), [d, b, s, f] if hex(d, 4) && hex(b, 2) && hex(s, 2) && hex(f, 1))
+}
+
+/// The PCI bus id (lower case) of the card behind one device file.
+fn card_of_file(fs: &dyn NodeFiles, file: &str) -> Result<String, String> {
+    let (major, minor) = fs
+        .char_device(Path::new(file))
+        .map_err(|e| format!("{file}: {e}"))?;
+    if major == NVIDIA_MAJOR {
+        let gpus = Path::new("/proc/driver/nvidia/gpus");
+        let dirs = fs.list(gpus).map_err(|e| {
+            format!(
+                "{file} is NVIDIA's device {minor}, and {}: {e}",
+                gpus.display()
+            )
+        })?;
+        for dir in dirs {
+            let Ok(info) = fs.read(&gpus.join(&dir).join("information")) else {
+                continue;
+            };
+            let own = info.lines().any(|l| {
+                l.split_once(':').is_some_and(|(k, v)| {
+                    k.trim() == "Device Minor" && v.trim().parse() == Ok(minor)
+                })
+            });
+            if own && is_bus_id(&dir) {
+                return Ok(dir.to_ascii_lowercase());
+            }
+        }
+        return Err(format!(
+            "{file} is NVIDIA's device {minor}, and no card in {} has that Device Minor",
+            gpus.display()
+        ));
+    }
+    let link = PathBuf::from(format!("/sys/dev/char/{major}:{minor}/device"));
+    let target = fs.resolve(&link).map_err(|e| {
+        format!(
+            "{file} is device {major}:{minor}, and {}: {e}",
+            link.display()
+        )
+    })?;
+    match target.file_name().and_then(|n| n.to_str()) {
+        Some(name) if is_bus_id(name) => Ok(name.to_ascii_lowercase()),
+        _ => Err(format!(
+            "{file} is device {major}:{minor}, whose {} is {}, not a PCI device",
+            link.display(),
+            target.display()
+        )),
+    }
+}
+
+/// The card of one GPU of gres.conf: the one card its files name (a `MultipleFiles=` GPU may
+/// list files that name no card, such as `/dev/kfd`, but not two cards).
+fn card_of_gpu(fs: &dyn NodeFiles, files: &[String]) -> Result<String, String> {
+    let mut cards: Vec<String> = Vec::new();
+    let mut first_error = None;
+    for f in files {
+        match card_of_file(fs, f) {
+            Ok(c) if !cards.contains(&c) => cards.push(c),
+            Ok(_) => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match cards.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(first_error.unwrap_or_else(|| "gres.conf gives it no file".to_string())),
+        many => Err(format!(
+            "its files {} are on different cards ({})",
+            files.join(","),
+            many.join(", ")
+        )),
+    }
+}
+
+/// The PCI bus id of each of the step's GPUs (`slurm`: `SLURM_STEP_GPUS`), in the same order,
+/// when Slurm numbers this node's GPUs by gres.conf's files; `None` when it numbers them by
+/// detection, in PCI bus order, or the node has no gres.conf (detection is then the only way
+/// Slurm has GPUs). `env` reads the step's environment (`SLURM_CONF`, beside which gres.conf is,
+/// also in configless mode; `SLURMD_NODENAME`).
+pub fn step_cards(
+    env: impl Fn(&str) -> Option<String>,
+    slurm: &[u32],
+    fs: &dyn NodeFiles,
+) -> Result<Option<Vec<String>>, String> {
+    let conf = env("SLURM_CONF")
+        .filter(|p| !p.is_empty())
+        .ok_or("SLURM_CONF is not in the step's environment, so gres.conf cannot be read")?;
+    let gres = Path::new(&conf).with_file_name("gres.conf");
+    let text = match fs.read(&gres) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", gres.display())),
+    };
+    let node = env("SLURMD_NODENAME")
+        .filter(|n| !n.is_empty())
+        .ok_or("SLURMD_NODENAME is not in the step's environment")?;
+    let dir = gres.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let include = |p: &str| {
+        let path = dir.join(p);
+        fs.read(&path)
+            .map_err(|e| format!("gres.conf: cannot read {}: {e}", path.display()))
+    };
+    let numbering =
+        gpu_numbering(&text, &node, &include).map_err(|e| format!("{e} ({})", gres.display()))?;
+    let GpuNumbering::Configured(files) = numbering else {
+        return Ok(None);
+    };
+    slurm
+        .iter()
+        .map(|&k| {
+            let gpu = files.get(k as usize).ok_or_else(|| {
+                format!(
+                    "Slurm's GPU {k} is not among the {} GPU file(s) {} gives {node}",
+                    files.len(),
+                    gres.display()
+                )
+            })?;
+            card_of_gpu(fs, gpu).map_err(|e| {
+                format!(
+                    "cannot tell which card Slurm's GPU {k} ({}, {}) is: {e}",
+                    gpu.join(","),
+                    gres.display()
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Files held in maps.
+    #[derive(Default)]
+    struct Fake {
+        devices: HashMap<String, (u32, u32)>,
+        texts: HashMap<String, String>,
+        dirs: HashMap<String, Vec<String>>,
+        links: HashMap<String, String>,
+    }
+
+    fn missing() -> std::io::Error {
+        std::io::Error::from(std::io::ErrorKind::NotFound)
+    }
+
+    impl NodeFiles for Fake {
+        fn char_device(&self, p: &Path) -> std::io::Result<(u32, u32)> {
+            self.devices
+                .get(p.to_str().unwrap())
+                .copied()
+                .ok_or_else(missing)
+        }
+        fn read(&self, p: &Path) -> std::io::Result<String> {
+            self.texts
+                .get(p.to_str().unwrap())
+                .cloned()
+                .ok_or_else(missing)
+        }
+        fn list(&self, p: &Path) -> std::io::Result<Vec<String>> {
+            self.dirs
+                .get(p.to_str().unwrap())
+                .cloned()
+                .ok_or_else(missing)
+        }
+        fn resolve(&self, p: &Path) -> std::io::Result<PathBuf> {
+            self.links
+                .get(p.to_str().unwrap())
+                .map(PathBuf::from)
+                .ok_or_else(missing)
+        }
+    }
+
+    /// An NVIDIA node whose device minors are not in bus order: minor 0 is the card at 84.
+    fn nvidia(gres: &str) -> Fake {
+        let mut f = Fake::default();
+        f.texts.insert("/etc/slurm/gres.conf".into(), gres.into());
+        let cards = [
+            "0000:84:00.0",
+            "0000:04:00.0",
+            "0000:85:00.0",
+            "0000:05:00.0",
+        ];
+        for (minor, bus) in cards.iter().enumerate() {
+            f.devices
+                .insert(format!("/dev/nvidia{minor}"), (195, minor as u32));
+            f.texts.insert(
+                format!("/proc/driver/nvidia/gpus/{bus}/information"),
+                format!("Model: \t\t A100\nIRQ:  \t\t 42\nDevice Minor: \t {minor}\nBus Location: \t {bus}\n"),
+            );
+        }
+        f.dirs.insert(
+            "/proc/driver/nvidia/gpus".into(),
+            cards.iter().map(|c| c.to_string()).collect(),
+        );
+        f
+    }
+
+    fn env(var: &str) -> Option<String> {
+        match var {
+            "SLURM_CONF" => Some("/etc/slurm/slurm.conf".into()),
+            "SLURMD_NODENAME" => Some("node1".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn nvidia_files_name_their_cards_by_device_minor() {
+        // gres.conf lists nvidia2 and nvidia3 first: Slurm's GPU 0 is /dev/nvidia2, whose minor
+        // 2 is the card at 85 (by hand from the fake driver files above).
+        let fs = nvidia("AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/nvidia[2-3]\nNodeName=node1 Name=gpu File=/dev/nvidia[0-1]\n");
+        let cards = step_cards(env, &[0, 1, 2, 3], &fs).unwrap().unwrap();
+        assert_eq!(
+            cards,
+            [
+                "0000:85:00.0",
+                "0000:05:00.0",
+                "0000:84:00.0",
+                "0000:04:00.0"
+            ]
+        );
+        assert_eq!(
+            step_cards(env, &[3], &fs).unwrap().unwrap(),
+            ["0000:04:00.0"]
+        );
+        // Several records of one card: two files of the same device are the same card.
+        let mut fs = nvidia("Name=gpu File=/dev/nvidia0,/dev/gpu-a\n");
+        fs.devices.insert("/dev/gpu-a".into(), (195, 0));
+        assert_eq!(
+            step_cards(env, &[0, 1], &fs).unwrap().unwrap(),
+            ["0000:84:00.0", "0000:84:00.0"]
+        );
+    }
+
+    #[test]
+    fn detection_and_no_gres_conf_read_no_file() {
+        let fs = nvidia("AutoDetect=nvml\n");
+        assert_eq!(step_cards(env, &[0], &fs).unwrap(), None);
+        let fs = Fake::default();
+        assert_eq!(step_cards(env, &[0], &fs).unwrap(), None);
+    }
+
+    #[test]
+    fn drm_files_name_their_cards_through_sysfs() {
+        let mut f = Fake::default();
+        f.texts.insert(
+            "/etc/slurm/gres.conf".into(),
+            "NodeName=node1 Name=gpu MultipleFiles=/dev/kfd,/dev/dri/renderD129\nNodeName=node1 Name=gpu File=/dev/dri/renderD128\n".into(),
+        );
+        f.devices.insert("/dev/kfd".into(), (511, 0));
+        f.devices.insert("/dev/dri/renderD128".into(), (226, 128));
+        f.devices.insert("/dev/dri/renderD129".into(), (226, 129));
+        f.links.insert(
+            "/sys/dev/char/226:128/device".into(),
+            "/sys/devices/pci0000:c0/0000:c0:01.1/0000:C1:00.0".into(),
+        );
+        f.links.insert(
+            "/sys/dev/char/226:129/device".into(),
+            "/sys/devices/pci0000:00/0000:00:01.1/0000:03:00.0".into(),
+        );
+        // /dev/kfd names no card; renderD129 names the card at 03.
+        assert_eq!(
+            step_cards(env, &[1, 0], &f).unwrap().unwrap(),
+            ["0000:c1:00.0", "0000:03:00.0"]
+        );
+        f.links.insert(
+            "/sys/dev/char/511:0/device".into(),
+            "/sys/devices/virtual/kfd".into(),
+        );
+        assert!(step_cards(env, &[0], &f).is_ok());
+    }
+
+    #[test]
+    fn files_that_name_no_card_refuse_the_step() {
+        let fs = nvidia("Name=gpu File=/dev/nvidia[0-1]\n");
+        let err = step_cards(env, &[2], &fs).unwrap_err();
+        assert!(
+            err.contains(
+                "Slurm's GPU 2 is not among the 2 GPU file(s) /etc/slurm/gres.conf gives node1"
+            ),
+            "{err}"
+        );
+        let mut fs = nvidia("Name=gpu File=/dev/nvidia[0-1]\n");
+        fs.devices.insert("/dev/nvidia1".into(), (195, 7));
+        let err = step_cards(env, &[1], &fs).unwrap_err();
+        assert!(
+            err.contains("Slurm's GPU 1 (/dev/nvidia1, /etc/slurm/gres.conf)")
+                && err.contains("no card in /proc/driver/nvidia/gpus has that Device Minor"),
+            "{err}"
+        );
+        let mut fs = nvidia("Name=gpu File=/dev/nvidia[0-1]\n");
+        fs.dirs.clear();
+        let err = step_cards(env, &[0], &fs).unwrap_err();
+        assert!(
+            err.contains("is NVIDIA's device 0, and /proc/driver/nvidia/gpus"),
+            "{err}"
+        );
+        let fs = nvidia("Name=gpu MultipleFiles=/dev/nvidia0,/dev/nvidia1\n");
+        let err = step_cards(env, &[0], &fs).unwrap_err();
+        assert!(err.contains("are on different cards"), "{err}");
+        let no_conf = |_: &str| None;
+        assert!(step_cards(no_conf, &[0], &fs)
+            .unwrap_err()
+            .contains("SLURM_CONF"));
+    }
+
+    #[test]
+    fn bus_ids() {
+        assert!(is_bus_id("0000:04:00.0"));
+        assert!(is_bus_id("0000:C1:00.7"));
+        assert!(!is_bus_id("kfd"));
+        assert!(!is_bus_id("0000:04:00"));
+    }
+}

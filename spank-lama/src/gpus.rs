@@ -306,9 +306,6 @@ pub fn place_here(
         if let Some(n) = t.nic {
             env.extend(nic_variables(&machine.devices()[n]));
         }
-        if let Some(used) = t.bind {
-            env.push(("LAMA_BIND", used.to_string()));
-        }
         let places = if request.omp {
             let per_cpu = lama_slurm::task_env::one_place_per_cpu(cpus.per_task, cpus.unit);
             omp_places(machine, &t.bound_logical, per_cpu)
@@ -329,6 +326,7 @@ pub fn place_here(
             omp_place_count: places.len(),
             mems: numa_nodes(machine, &t.bound_logical),
             devices: env,
+            bind: t.bind,
             slurm_gpus: if fixed {
                 let mut mine: Vec<u32> = own.iter().map(|&i| gpus.slurm[i]).collect();
                 mine.sort_unstable();
@@ -494,6 +492,15 @@ mod tests {
         )
     }
 
+    /// The task's `LAMA_BIND`, as `task_init` sets it.
+    fn lama_bind(req: &StepRequest, t: &TaskPlacement) -> String {
+        crate::task_env::task_environment(req, t)
+            .into_iter()
+            .find(|(k, _)| *k == "LAMA_BIND")
+            .map(|(_, v)| v)
+            .expect("LAMA_BIND is always set")
+    }
+
     fn var<'a>(t: &'a TaskPlacement, name: &str) -> Option<&'a str> {
         t.devices
             .iter()
@@ -643,7 +650,11 @@ mod tests {
         assert_eq!(tasks[1].cpus.to_string(), "0-1");
         assert_eq!(tasks[0].cpus.to_string(), "2-3");
         // Under 1g the step's own LAMA_BIND (1g) stays.
-        assert_eq!(var(&tasks[0], "LAMA_BIND"), None);
+        assert_eq!(tasks[0].bind, None);
+        assert_eq!(
+            lama_bind(&request("gcsbnh", Some("1g"), false), &tasks[0]),
+            "1g"
+        );
     }
 
     #[test]
@@ -671,11 +682,15 @@ mod tests {
         .unwrap();
         assert_eq!(tasks[0].cpus.to_string(), "0-1");
         assert_eq!(tasks[1].cpus.to_string(), "2-3");
-        assert_eq!(var(&tasks[0], "LAMA_BIND"), Some("2c"));
-        assert_eq!(var(&tasks[1], "LAMA_BIND"), Some("2c"));
+        let req = request("gcsbnh", None, false);
+        assert_eq!(lama_bind(&req, &tasks[0]), "2c");
+        assert_eq!(lama_bind(&req, &tasks[1]), "2c");
+        assert!(
+            crate::task_env::verbose_line(&req, "n", 0, 1, &tasks[0]).starts_with("lama-bind=2c ")
+        );
         // Without -c: 1c, as asked by default.
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
-        assert_eq!(var(&tasks[0], "LAMA_BIND"), Some("1c"));
+        assert_eq!(lama_bind(&req, &tasks[0]), "1c");
     }
 
     #[test]

@@ -61,9 +61,13 @@ pub struct TaskPlacement {
     /// OS indexes of the NUMA nodes the binding touches (empty without binding).
     pub mems: CpuList,
     /// The variables a step placed by GPU adds (else empty): the task's GPU and NIC
-    /// variables, and `LAMA_BIND` naming the binding its group of GPUs used, which replaces
-    /// the step's.
+    /// variables.
     pub devices: Vec<(&'static str, String)>,
+    /// The binding this task was placed with where it is its own: in a step placed by GPU, the
+    /// one its group of GPUs used (the default widened for `-c`, or its exact fallback).
+    /// `None`: the step's ([`StepRequest::binding_text`](crate::request::StepRequest::binding_text)).
+    /// `LAMA_BIND` and the `--lama-verbose` line name it.
+    pub bind: Option<lama_engine::Bind>,
     /// Under Slurm's per-task GPU binding, the GPUs (Slurm's indexes, ascending) this
     /// placement was made beside. Slurm chooses each task's GPUs itself (the free GPUs closest
     /// to the CPU mask task/affinity computed for it), so a task takes, in `task_init`, the
@@ -133,6 +137,7 @@ pub fn place_local(
             omp_places: omp_place_list(&places),
             omp_place_count: places.len(),
             devices: Vec::new(),
+            bind: None,
             slurm_gpus: Vec::new(),
         });
     }

@@ -176,6 +176,7 @@ pub fn planned_tasks(
             },
             mems: numa_nodes(machine, &bound),
             devices: Vec::new(),
+            bind: None,
             slurm_gpus: Vec::new(),
         });
     }

@@ -205,6 +205,7 @@ mod tests {
             omp_place_count: 0,
             mems: CpuList::new(),
             devices: vec![("LAMA_GPUS", gpus[0].to_string())],
+            bind: None,
             slurm_gpus: gpus.to_vec(),
         }
     }

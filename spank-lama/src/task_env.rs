@@ -60,7 +60,7 @@ pub fn verbose_line(
     format!(
         "lama-bind={} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action}{memory}{devices}, \
          mapped PU L#{} P#{} {}",
-        plan.binding_text(),
+        binding_text(plan, task),
         plan.layout_text(),
         task.global,
         local,
@@ -68,6 +68,13 @@ pub fn verbose_line(
         task.pu_os,
         task.picture
     )
+}
+
+/// The binding a task was placed with, as the user writes it: its own
+/// ([`TaskPlacement::bind`]), else the step's.
+fn binding_text(plan: &StepRequest, task: &TaskPlacement) -> String {
+    task.bind
+        .map_or_else(|| plan.binding_text(), |b| b.to_string())
 }
 
 /// Whether a task's memory policy is to be set, and to which NUMA nodes (OS indexes).
@@ -83,7 +90,7 @@ pub fn memory_binding(plan: &StepRequest, task: &TaskPlacement) -> Option<(Membi
 pub fn task_environment(plan: &StepRequest, task: &TaskPlacement) -> Vec<(&'static str, String)> {
     let labels = Labels::new(
         plan.layout_text(),
-        plan.binding_text(),
+        binding_text(plan, task),
         &plan.mppr,
         plan.order,
     );

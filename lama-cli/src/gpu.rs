@@ -61,7 +61,7 @@ fn lama_variables(
 ) -> Vec<(&'static str, String)> {
     // The binding the task's group used (widened for -c, or its exact fallback), as the
     // plugin's LAMA_BIND says.
-    let bind = t.bind.map_or_else(|| req.bind_text(), |b| b.to_string());
+    let bind = task_env::bind_label(t.bind, || req.bind_text());
     let labels = task_env::Labels::new(req.layout_text(), bind, &req.mppr, req.order);
     let asked = task_env::Asked {
         labels: &labels,

@@ -34,6 +34,14 @@ impl Labels {
     }
 }
 
+/// The binding a task was placed with, as the user writes it (`LAMA_BIND`, and the
+/// `lama-bind=` of `--lama-verbose`): its own where its group of GPUs used one (the default
+/// widened for `-c`, or its exact fallback), else the step's, `step` (`1g` for the CPUs near
+/// each task's GPU).
+pub fn bind_label(own: Option<lama_engine::Bind>, step: impl FnOnce() -> String) -> String {
+    own.map_or_else(step, |b| b.to_string())
+}
+
 /// What one task's variables are made of.
 #[derive(Debug, Clone, Copy)]
 pub struct TaskEnv<'a> {

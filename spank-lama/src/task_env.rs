@@ -73,8 +73,7 @@ pub fn verbose_line(
 /// The binding a task was placed with, as the user writes it: its own
 /// ([`TaskPlacement::bind`]), else the step's.
 fn binding_text(plan: &StepRequest, task: &TaskPlacement) -> String {
-    task.bind
-        .map_or_else(|| plan.binding_text(), |b| b.to_string())
+    lama_slurm::task_env::bind_label(task.bind, || plan.binding_text())
 }
 
 /// Whether a task's memory policy is to be set, and to which NUMA nodes (OS indexes).

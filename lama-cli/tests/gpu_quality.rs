@@ -405,3 +405,42 @@ fn gpu_placement_is_never_worse_than_mpibind() {
         golden.display()
     );
 }
+
+/// More CPUs per task (`-c`) than the CPUs near a task's GPUs, with the default binding: the
+/// task runs on the smallest object holding its GPUs' CPUs that gives every task its CPUs, as
+/// mpibind gives such a task its socket. Corona, 2 tasks of 2 GPUs and `-c 48` (a package is 24
+/// cores of 2 threads): the CPUs near a task's two GPUs are two NUMA nodes (24 CPUs), and each
+/// task's CPUs are exactly the XML's package holding them, the packages mpibind gives its 2
+/// tasks, none shared. Judged from the XML, not by the engine under test.
+#[test]
+fn a_task_wider_than_the_cpus_near_its_gpus_gets_their_package() {
+    let path = topologies().join("epyc-corona.xml");
+    if !path.is_file() {
+        panic!(
+            "the shared topologies are not at {}",
+            topologies().display()
+        );
+    }
+    let xml = read_xml(&path);
+    let ours = lama(&path, 2, Some((2, 48)));
+    for t in &ours {
+        let near: Cpus = t
+            .gpus
+            .iter()
+            .flat_map(|g| xml.locality[g].clone())
+            .collect();
+        assert_eq!(near.len(), 24, "the CPUs near {:?}", t.gpus);
+        let holding: Vec<&Cpus> = xml.packages.iter().filter(|p| near.is_subset(p)).collect();
+        assert_eq!(holding, [&t.cpus], "task of {:?}", t.gpus);
+    }
+    let theirs = mpibind("epyc-corona", 2);
+    assert_eq!(
+        ours.iter().map(|t| &t.cpus).collect::<Vec<_>>(),
+        theirs.iter().map(|t| &t.cpus).collect::<Vec<_>>()
+    );
+    let s = judge(&xml, &ours);
+    assert_eq!(
+        (s.socket, s.all_gpus, s.disjoint, s.widest),
+        ((2, 2), (2, 2), true, 48)
+    );
+}

@@ -19,6 +19,13 @@
 //! - **Fewer tasks than GPUs**: the tasks are spread over the node, each next one on the GPU
 //!   farthest from those already used, so no socket's GPUs sit idle while another socket holds
 //!   two tasks.
+//! - **More CPUs per task (`-c`) than the CPUs near a task's GPUs can give**, with the default
+//!   binding: the group's CPUs are widened step by step to the smallest object holding them (a
+//!   NUMA node, then a package, ... the node) whose CPUs give each of its tasks that many CPUs
+//!   of its own, as LLNL mpibind gives such a task its socket. Groups whose widened CPUs meet
+//!   are placed together, each group's tasks in turn, so no two tasks share a CPU; a note says
+//!   where and why. When not even the node's CPUs can, the CPUs near the GPUs are kept (refused,
+//!   or shared when oversubscribing is allowed). A binding that was asked for is never widened.
 //!
 //! "Near" is a device's locality ([`Device::pus`]) clipped to the CPUs the caller may use.
 //! Tasks of GPUs with the same CPUs near them are placed together, so two tasks of two GPUs
@@ -32,8 +39,8 @@
 //! turn (dual-rail nodes).
 
 use crate::diag::{Diagnostic, Subject};
-use crate::hybrid::{binding_for_cpus, exact_binding, CpuUnit};
-use crate::place::{place, place_cpus_per_task, PlaceError, Request};
+use crate::hybrid::{binding_for_cpus, cpus_covered, exact_binding, CpuUnit};
+use crate::place::{place, place_cpus_per_task, PlaceError, Placement, Request};
 use crate::spec::{Bind, Layout, Mppr, Order};
 use crate::{CpuList, Device, DeviceKind, Level, Machine};
 use std::fmt;
@@ -61,8 +68,10 @@ pub struct GpuRequest {
     /// Whether `bind` was asked for. As on the CPU path, the default binding is widened to
     /// cover `cpus_per_task` CPUs and never makes two tasks share a CPU: where the widened
     /// binding cannot, each task of the group gets exactly its CPUs
-    /// ([`crate::place_cpus_per_task`]). A binding that was asked for is applied as asked, and
-    /// tasks that then share CPUs are named in a note.
+    /// ([`crate::place_cpus_per_task`]); where neither fits, the group's CPUs are widened to the
+    /// smallest object holding them that gives every task its CPUs (the module's documentation).
+    /// A binding that was asked for is applied as asked, and tasks that then share CPUs are named
+    /// in a note.
     pub bind_asked: bool,
     /// CPUs given to each task (1 when the resource manager gave no count).
     pub cpus_per_task: u32,
@@ -587,53 +596,134 @@ pub fn place_by_gpu_ranked(
         unit_nic[i] = Some(closest[*t % closest.len()]);
         *t += 1;
     }
-    // Task t goes to unit t mod U; each group's tasks are placed on the group's CPUs.
+    // Task t goes to unit t mod U; each group's tasks are placed on the group's CPUs (or, for
+    // -c, on those of an object holding them: below).
     let unit_of = |t: u32| (t % u) as usize;
-    let mut groups_bound = Vec::new();
-    let mut tasks: Vec<Option<GpuTask>> = vec![None; np as usize];
-    for (cpus, members) in &groups {
-        let mine: Vec<u32> = (0..np).filter(|&t| members.contains(&unit_of(t))).collect();
-        if mine.is_empty() {
-            continue;
-        }
-        let cpus_os = os_list(machine, cpus);
-        let sub = machine.restrict(&cpus_os);
-        let gpu_names = names(gpus, members.iter().flat_map(|&m| units[m].iter().copied()));
-        if let Some(Bind::Width { level, .. }) = req.bind {
+    let group_tasks: Vec<Vec<u32>> = groups
+        .iter()
+        .map(|(_, members)| (0..np).filter(|&t| members.contains(&unit_of(t))).collect())
+        .collect();
+    let group_gpus = |g: usize| {
+        names(
+            gpus,
+            groups[g].1.iter().flat_map(|&m| units[m].iter().copied()),
+        )
+    };
+    if let Some(Bind::Width { level, .. }) = req.bind {
+        for (g, (cpus, _)) in groups.iter().enumerate() {
+            if group_tasks[g].is_empty() {
+                continue;
+            }
             check_width(machine, level, cpus).map_err(|near| GpuError::Wider {
                 bind: req.bind.unwrap_or(Bind::None),
-                gpu: gpu_names.clone(),
-                cpus: cpus_os.clone(),
+                gpu: group_gpus(g),
+                cpus: os_list(machine, cpus),
                 near,
             })?;
         }
-        let per_task = req.cpus_per_task.max(1);
-        // The CPU path's rule: the default binding covers the task's CPUs and never shares.
-        let widened = match req.bind {
-            Some(_) if !req.bind_asked && per_task > 1 => {
-                binding_for_cpus(&sub, per_task, req.cpu_unit)
+    }
+    let per_task = req.cpus_per_task.max(1);
+    // Where the tasks go: each group's CPUs, unless the default binding for -c cannot give
+    // its tasks CPUs of their own there; then the smallest object holding them that can.
+    let mut spots: Vec<Spot> = groups
+        .iter()
+        .enumerate()
+        .filter(|(g, _)| !group_tasks[*g].is_empty())
+        .map(|(g, (cpus, _))| Spot {
+            cpus: cpus.clone(),
+            groups: vec![g],
+            object: None,
+        })
+        .collect();
+    if req.bind.is_some() && !req.bind_asked && per_task > 1 {
+        let tasks_of = |s: &Spot| s.groups.iter().map(|&g| group_tasks[g].len() as u32).sum();
+        let fits = |cpus: &[u32], n: u32| {
+            let sub = machine.restrict(&os_list(machine, cpus));
+            place_group(&sub, req, n)
+                .1
+                .is_ok_and(|p| p.passes() <= 1 && p.overlaps().is_empty())
+        };
+        if let Some(wider) = widen(machine, spots.clone(), &tasks_of, &fits) {
+            spots = wider;
+            for spot in spots.iter_mut().filter(|s| s.object.is_some()) {
+                spot.groups
+                    .sort_by_key(|&g| groups[g].0.first().copied().unwrap_or(u32::MAX));
+                let what = match req.cpu_unit {
+                    CpuUnit::Thread => "CPUs",
+                    CpuUnit::Core => "cores",
+                };
+                // Each group whose own CPUs cannot give its tasks CPUs of their own (a group
+                // that could is here because another's widened CPUs hold it).
+                let why: Vec<String> = spot
+                    .groups
+                    .iter()
+                    .filter(|&&g| !fits(&groups[g].0, group_tasks[g].len() as u32))
+                    .map(|&g| {
+                        let n = group_tasks[g].len() as u64;
+                        let need = n * u64::from(per_task);
+                        let have = cpus_covered(machine, &groups[g].0, req.cpu_unit);
+                        let near = group_gpus(g);
+                        match (need > u64::from(have), n) {
+                            (true, 1) => {
+                                format!("-c {per_task} is more than the {have} {what} near {near}")
+                            }
+                            (true, _) => format!(
+                                "{n} tasks of -c {per_task} need {need} {what}, more than the \
+                                 {have} near {near}"
+                            ),
+                            (false, _) => format!(
+                                "{n} task(s) of -c {per_task} cannot each have {per_task} {what} \
+                                 of their own among the {have} near {near}"
+                            ),
+                        }
+                    })
+                    .collect();
+                let n = tasks_of(spot);
+                let who = if spot.groups.len() > 1 {
+                    // The GPUs of these tasks (a group's GPUs without a task left out).
+                    let used = spot.groups.iter().flat_map(|&g| {
+                        groups[g]
+                            .1
+                            .iter()
+                            .filter(|&&m| (m as u32) < np)
+                            .flat_map(|&m| units[m].iter().copied())
+                    });
+                    format!("the {n} tasks of {} run together", names(gpus, used))
+                } else if n == 1 {
+                    "its task runs".to_string()
+                } else {
+                    format!("its {n} tasks run")
+                };
+                notes.push(format!(
+                    "{}: {who} on the CPUs of {} holding them ({}), none shared",
+                    why.join("; "),
+                    spot.object.as_deref().unwrap_or("the node"),
+                    os_list(machine, &spot.cpus)
+                ));
             }
-            Some(b) => b,
-            None => Bind::None,
-        };
-        let engine_req = Request {
-            layout: req.layout.clone(),
-            bind: widened,
-            mppr: req.mppr.clone(),
-            order: req.order,
-            // Under 1g the tasks of GPUs near the same CPUs share them by design: only their
-            // mapped PU comes from the layout, and it may repeat.
-            oversubscribe: req.oversubscribe || req.bind.is_none(),
-            np: mine.len() as u32,
-            bind_within: false,
-        };
-        let placed = if req.bind.is_some() && !req.bind_asked {
-            let exact = exact_binding(&sub, per_task, req.cpu_unit);
-            place_cpus_per_task(&[&sub], &engine_req, exact)
-        } else {
-            place(&[&sub], &engine_req)
         }
-        .map_err(|error| GpuError::Place {
+    }
+    let mut groups_bound = Vec::new();
+    let mut tasks: Vec<Option<GpuTask>> = vec![None; np as usize];
+    for spot in &spots {
+        let cpus = &spot.cpus;
+        // The tasks of each group in turn (groups in the order of their CPUs), so that the
+        // layout puts each group's tasks next to one another.
+        let mine: Vec<u32> = spot
+            .groups
+            .iter()
+            .flat_map(|&g| group_tasks[g].iter().copied())
+            .collect();
+        let cpus_os = os_list(machine, cpus);
+        let sub = machine.restrict(&cpus_os);
+        let gpu_names = names(
+            gpus,
+            spot.groups
+                .iter()
+                .flat_map(|&g| groups[g].1.iter().flat_map(|&m| units[m].iter().copied())),
+        );
+        let (widened, placed) = place_group(&sub, req, mine.len() as u32);
+        let placed = placed.map_err(|error| GpuError::Place {
             tasks: mine.len() as u32,
             gpus: gpu_names.clone(),
             cpus: cpus_os.clone(),
@@ -682,6 +772,140 @@ pub fn place_by_gpu_ranked(
         notes,
         groups: groups_bound,
     })
+}
+
+/// Places `np` tasks of one group of GPUs on `sub` (the node restricted to the CPUs given to
+/// the group) by the CPU path's rule: the default binding widened for `-c`, with
+/// [`place_cpus_per_task`]'s exact fallback, so it never shares; an asked binding by [`place`].
+/// Also returns the binding tried first.
+fn place_group<'m>(
+    sub: &'m Machine,
+    req: &GpuRequest,
+    np: u32,
+) -> (Bind, Result<Placement<'m>, PlaceError>) {
+    let per_task = req.cpus_per_task.max(1);
+    // The CPU path's rule: the default binding covers the task's CPUs and never shares.
+    let widened = match req.bind {
+        Some(_) if !req.bind_asked && per_task > 1 => binding_for_cpus(sub, per_task, req.cpu_unit),
+        Some(b) => b,
+        None => Bind::None,
+    };
+    let engine_req = Request {
+        layout: req.layout.clone(),
+        bind: widened,
+        mppr: req.mppr.clone(),
+        order: req.order,
+        // Under 1g the tasks of GPUs near the same CPUs share them by design: only their
+        // mapped PU comes from the layout, and it may repeat.
+        oversubscribe: req.oversubscribe || req.bind.is_none(),
+        np,
+        bind_within: false,
+    };
+    let placed = if req.bind.is_some() && !req.bind_asked {
+        let exact = exact_binding(sub, per_task, req.cpu_unit);
+        place_cpus_per_task(&[sub], &engine_req, exact)
+    } else {
+        place(&[sub], &engine_req)
+    };
+    (widened, placed)
+}
+
+/// Where the tasks of one or more groups of GPUs are placed.
+#[derive(Debug, Clone)]
+struct Spot {
+    /// Logical PUs, available, ascending: a group's CPUs, or those of an object holding them.
+    cpus: Vec<u32>,
+    /// The groups placed here (indexes among the groups of GPUs).
+    groups: Vec<usize>,
+    /// The object whose CPUs these are, when they were widened (`Package L#0`).
+    object: Option<String>,
+}
+
+/// Widens the spots whose tasks do not fit (`fits(cpus, tasks)`, `tasks(spot)`) step by step
+/// to the smallest object holding their CPUs that has more of them (a NUMA node, a package,
+/// ... the node), until they fit. A spot widened over CPUs of another is merged with it: their
+/// tasks are placed together, so no two tasks share a CPU. `None` when a spot does not fit even
+/// on all the node's usable CPUs.
+fn widen(
+    m: &Machine,
+    mut spots: Vec<Spot>,
+    tasks: &dyn Fn(&Spot) -> u32,
+    fits: &dyn Fn(&[u32], u32) -> bool,
+) -> Option<Vec<Spot>> {
+    let meets = |a: &[u32], b: &[u32]| a.iter().any(|q| b.binary_search(q).is_ok());
+    let mut known = vec![false; spots.len()];
+    while let Some(mut i) = known.iter().position(|k| !k) {
+        if fits(&spots[i].cpus, tasks(&spots[i])) {
+            known[i] = true;
+            continue;
+        }
+        let (name, cpus) = holders(m, &spots[i].cpus)
+            .into_iter()
+            .find(|(_, c)| c.len() > spots[i].cpus.len())?;
+        spots[i].cpus = cpus;
+        spots[i].object = Some(name);
+        while let Some(j) =
+            (0..spots.len()).find(|&j| j != i && meets(&spots[j].cpus, &spots[i].cpus))
+        {
+            let other = spots.remove(j);
+            known.remove(j);
+            if j < i {
+                i -= 1;
+            }
+            let s = &mut spots[i];
+            s.groups.extend(other.groups);
+            if !other.cpus.iter().all(|q| s.cpus.binary_search(q).is_ok()) {
+                let mut union = s.cpus.clone();
+                union.extend(other.cpus);
+                union.sort_unstable();
+                union.dedup();
+                let (name, cpus) = holders(m, &union)
+                    .into_iter()
+                    .next()
+                    .expect("the node holds every usable CPU");
+                s.cpus = cpus;
+                s.object = Some(name);
+            }
+        }
+        known[i] = false;
+    }
+    Some(spots)
+}
+
+/// The objects of `m` holding all of `cpus` (logical PUs, available, ascending), each as its
+/// name and its available PUs, smallest first, the node's last; objects with the same PUs once,
+/// named by the first kind of package, NUMA node, die, caches, core. An object's number is its
+/// place among the objects of its kind that have CPUs (hwloc's logical index, as devices name
+/// the object they are near).
+fn holders(m: &Machine, cpus: &[u32]) -> Vec<(String, Vec<u32>)> {
+    let (Some(&lo), Some(&hi)) = (cpus.first(), cpus.last()) else {
+        return Vec::new();
+    };
+    let kinds = [
+        (Level::Socket, "Package"),
+        (Level::Numa, "NUMANode"),
+        (Level::Die, "Die"),
+        (Level::L3, "L3Cache"),
+        (Level::L2, "L2Cache"),
+        (Level::L1, "L1Cache"),
+        (Level::Core, "Core"),
+    ];
+    let mut out: Vec<(String, Vec<u32>)> = Vec::new();
+    for (level, kind) in kinds {
+        for (i, o) in m.objects(level).iter().enumerate() {
+            if o.pus.start <= lo && hi < o.pus.end {
+                out.push((format!("{kind} L#{i}"), usable(m, &o.pus)));
+            }
+        }
+    }
+    out.push((
+        "Machine L#0".to_string(),
+        usable(m, &(0..m.pus().len() as u32)),
+    ));
+    // Stable: of objects with the same PUs, the first named is kept.
+    out.sort_by_key(|(_, c)| c.len());
+    out.dedup_by(|later, kept| later.1 == kept.1);
+    out
 }
 
 /// The logical PUs of the smallest object of `m` (the whole machine at most) that holds every
@@ -1182,6 +1406,210 @@ mod tests {
         assert!(
             e.contains("3 task(s) need 3 GPU(s) and the step has 2 here"),
             "{e}"
+        );
+    }
+
+    /// `packages` packages of `numas` NUMA nodes of `cores` cores of one thread each, numbered
+    /// in order (package 0 holds PUs 0..numas*cores), and one GPU near each PU list of `gpus`.
+    fn numa_node(packages: u32, numas: u32, cores: u32, gpus: &[&[u32]]) -> Machine {
+        let mut b = MachineBuilder::new("numa-node");
+        let per_numa = cores;
+        let per_package = numas * per_numa;
+        for q in 0..packages * per_package {
+            b.pu(q, true);
+            b.object(Level::Core, Some(q), &[q]);
+        }
+        for p in 0..packages {
+            let pus: Vec<u32> = (p * per_package..(p + 1) * per_package).collect();
+            b.object(Level::Socket, Some(p), &pus);
+        }
+        for n in 0..packages * numas {
+            let pus: Vec<u32> = (n * per_numa..(n + 1) * per_numa).collect();
+            b.object(Level::Numa, Some(n), &pus);
+        }
+        for (i, pus) in gpus.iter().enumerate() {
+            b.device(dev(
+                DeviceKind::Gpu,
+                &format!("0000:{:02x}:00.0", i + 1),
+                &format!("cuda{i}"),
+                pus,
+                "NUMANode",
+            ));
+        }
+        b.build().unwrap()
+    }
+
+    /// The default binding (`1c`, not asked) with `-c`.
+    fn with_c(cpus_per_task: u32) -> GpuRequest {
+        let mut r = req("gcsbnh", Some("1c"));
+        r.bind_asked = false;
+        r.cpus_per_task = cpus_per_task;
+        r
+    }
+
+    fn cpus_of(p: &GpuPlacement) -> Vec<String> {
+        p.tasks.iter().map(|t| t.cpus.to_string()).collect()
+    }
+
+    #[test]
+    fn a_wide_c_widens_to_the_smallest_object_holding_the_gpus() {
+        // By hand: 2 packages (PUs 0-3, 4-7) of 2 NUMA nodes of 2 cores (0-1, 2-3, 4-5, 6-7),
+        // GPU 0 near NUMA node 0 (0-1), GPU 1 near NUMA node 2 (4-5).
+        let m = numa_node(2, 2, 2, &[&[0, 1], &[4, 5]]);
+        let gpus = all_gpus(&m);
+        // -c 2 fits the CPUs near each GPU: nothing widens, nothing is said.
+        let p = place_by_gpu(&m, &gpus, 2, &with_c(2), "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-1", "4-5"]);
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        // -c 3 is more than a NUMA node's 2: each task gets 3 cores (3c) of the package
+        // holding its GPU's NUMA node, from its first core (0-2 in 0-3, 4-6 in 4-7).
+        let p = place_by_gpu(&m, &gpus, 2, &with_c(3), "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-2", "4-6"]);
+        assert_eq!(p.groups.len(), 2);
+        assert_eq!(p.groups[0].used.to_string(), "3c");
+        assert_eq!(
+            p.notes,
+            [
+                "-c 3 is more than the 2 CPUs near gpu0: its task runs on the CPUs of Package \
+                 L#0 holding them (0-3), none shared",
+                "-c 3 is more than the 2 CPUs near gpu1: its task runs on the CPUs of Package \
+                 L#1 holding them (4-7), none shared",
+            ]
+        );
+        // -c 4: the whole package each.
+        let p = place_by_gpu(&m, &gpus, 2, &with_c(4), "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-3", "4-7"]);
+        // One task of -c 5: more than a package, so the whole node (its first 5 cores).
+        let p = place_by_gpu(&m, &gpus, 1, &with_c(5), "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-4"]);
+        assert!(
+            p.notes[1].ends_with(
+                "its task runs on the CPUs of Machine L#0 holding them (0-7), none shared"
+            ),
+            "{:?}",
+            p.notes
+        );
+        // Two tasks of -c 5 need 10 CPUs, and the node has 8: refused as before, naming the
+        // CPUs near the GPU.
+        let e = place_by_gpu(&m, &gpus, 2, &with_c(5), "").unwrap_err();
+        assert!(
+            matches!(&e, GpuError::Place { cpus, .. } if cpus.to_string() == "0-1"),
+            "{e}"
+        );
+        // Allowed to oversubscribe: when the node cannot give every task its CPUs either, the
+        // tasks stay on the CPUs near their GPU as before (5 tasks of -c 2 on GPU 0 alone:
+        // 10 CPUs of 8), sharing them in passes; when the node can (3 tasks: 6 CPUs, more
+        // than package 0's 4), they are widened rather than oversubscribed: csbnh takes the
+        // cores in order, 2 at a time (0-1, 2-3, then package 1's 4-5).
+        let mut over = with_c(2);
+        over.oversubscribe = true;
+        let p = place_by_gpu(&m, &gpus[..1], 5, &over, "").unwrap();
+        assert!(p.tasks.iter().all(|t| t.cpus.to_string() == "0-1"), "{p:?}");
+        assert!(!p.notes.iter().any(|n| n.contains("holding them")));
+        let p = place_by_gpu(&m, &gpus[..1], 3, &over, "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-1", "2-3", "4-5"]);
+        assert!(
+            p.notes[0].contains("Machine L#0 holding them (0-7)"),
+            "{:?}",
+            p.notes
+        );
+    }
+
+    #[test]
+    fn groups_whose_widened_cpus_meet_are_placed_together() {
+        // By hand: GPUs 0 and 1 near NUMA nodes 0 (0-1) and 1 (2-3) of package 0 (0-3), GPU 2
+        // near NUMA node 2 (4-5) of package 1 (4-7). With -c 2 each task fits its NUMA node.
+        let m = numa_node(2, 2, 2, &[&[0, 1], &[2, 3], &[4, 5]]);
+        let gpus = all_gpus(&m);
+        let p = place_by_gpu(&m, &gpus, 3, &with_c(2), "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-1", "2-3", "4-5"]);
+        // Four tasks, round-robin: tasks 0 and 3 on GPU 0, 1 on GPU 1, 2 on GPU 2. GPU 0's two
+        // tasks need 4 CPUs, its NUMA node has 2: widened to package 0 (0-3), which holds GPU
+        // 1's CPUs, so the three tasks of GPUs 0 and 1 go there together, 6 CPUs of 4; widened
+        // again to the node (0-7), which holds GPU 2's: all four, 8 CPUs of 8. Each GPU's tasks
+        // in turn, in the order of their CPUs (tasks 0, 3, 1, 2), take 2 cores each in order:
+        // 0-1, 2-3, 4-5, 6-7.
+        let p = place_by_gpu(&m, &gpus, 4, &with_c(2), "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-1", "4-5", "6-7", "2-3"]);
+        assert_eq!(p.groups.len(), 1);
+        assert_eq!(p.groups[0].gpus, "gpu0,gpu1,gpu2");
+        assert_eq!(
+            p.notes,
+            [
+                "2 tasks of -c 2 need 4 CPUs, more than the 2 near gpu0: the 4 tasks of \
+                 gpu0,gpu1,gpu2 run together on the CPUs of Machine L#0 holding them (0-7), none \
+                 shared"
+            ]
+        );
+        // Three tasks of -c 3: GPU 0's widened to package 0 meets GPU 1's (6 CPUs of 4), the
+        // node then meets GPU 2's (9 CPUs of 8): refused.
+        assert!(place_by_gpu(&m, &gpus, 3, &with_c(3), "").is_err());
+        // GPUs 0 and 1 only, one task of -c 3 each: widened to package 0 they meet, 6 CPUs of
+        // 4 do not fit, so both go to the node: 3 cores each, kept inside a package (0-2 and
+        // 4-6).
+        let m = numa_node(2, 2, 2, &[&[0, 1], &[2, 3]]);
+        let p = place_by_gpu(&m, &all_gpus(&m), 2, &with_c(3), "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-2", "4-6"]);
+        assert!(p.notes[0].starts_with(
+            "-c 3 is more than the 2 CPUs near gpu0; -c 3 is more than the 2 CPUs near gpu1: \
+             the 2 tasks of gpu0,gpu1 run together on the CPUs of Machine L#0"
+        ));
+    }
+
+    #[test]
+    fn an_asked_binding_restricted_cpus_and_cores_keep_their_rules() {
+        let m = numa_node(2, 2, 2, &[&[0, 1], &[4, 5]]);
+        let gpus = all_gpus(&m);
+        // A binding that was asked for is not widened: 3c on 2 CPUs cannot be placed.
+        let mut asked = req("gcsbnh", Some("3c"));
+        asked.cpus_per_task = 3;
+        let e = place_by_gpu(&m, &gpus, 2, &asked, "").unwrap_err();
+        assert!(matches!(e, GpuError::Place { .. }), "{e}");
+        // 1c asked with -c 3: one core each, near the GPUs.
+        let mut asked = req("gcsbnh", Some("1c"));
+        asked.cpus_per_task = 3;
+        let p = place_by_gpu(&m, &gpus, 2, &asked, "").unwrap();
+        assert_eq!(cpus_of(&p), ["0", "4"]);
+        // Under 1g the tasks stay on the CPUs near their GPUs whatever -c says.
+        let mut all = req("gcsbnh", None);
+        all.cpus_per_task = 3;
+        let p = place_by_gpu(&m, &gpus, 2, &all, "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-1", "4-5"]);
+        // A step with CPUs 0-2 and 4-7: package 0 gives only its usable CPUs (0-2), enough
+        // for -c 3.
+        let step = m.restrict(&CpuList::parse("0-2,4-7").unwrap());
+        let p = place_by_gpu(&step, &all_gpus(&step), 2, &with_c(3), "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-2", "4-6"]);
+        assert!(
+            p.notes[0].contains("Package L#0 holding them (0-2)"),
+            "{:?}",
+            p.notes
+        );
+        // CPUs counted as cores: the note says cores. By hand: one package (PUs 0-3) of two
+        // cores of two threads, one GPU near core 0 (PUs 0-1) whose one task asks for 2 cores.
+        let mut b = MachineBuilder::new("smt-near-core");
+        for q in 0..4 {
+            b.pu(q, true);
+        }
+        b.object(Level::Socket, Some(0), &[0, 1, 2, 3]);
+        b.object(Level::Core, Some(0), &[0, 1]);
+        b.object(Level::Core, Some(1), &[2, 3]);
+        b.device(dev(
+            DeviceKind::Gpu,
+            "0000:01:00.0",
+            "cuda0",
+            &[0, 1],
+            "Core",
+        ));
+        let m = b.build().unwrap();
+        let mut cores = with_c(2);
+        cores.cpu_unit = CpuUnit::Core;
+        let p = place_by_gpu(&m, &all_gpus(&m), 1, &cores, "").unwrap();
+        assert_eq!(cpus_of(&p), ["0-3"]);
+        assert_eq!(
+            p.notes,
+            ["-c 2 is more than the 1 cores near gpu0: its task runs on the CPUs of Package L#0 \
+              holding them (0-3), none shared"]
         );
     }
 }

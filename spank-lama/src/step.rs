@@ -174,6 +174,7 @@ fn by_gpu(
         // Which card each of Slurm's GPUs is, where gres.conf's files number them.
         step_gpus.cards = crate::gpu_cards::step_cards(
             |name| env(spank, name),
+            &slurm_node_name(spank)?,
             &step_gpus.slurm,
             &crate::gpu_cards::RealFiles,
         )?;

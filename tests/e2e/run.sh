@@ -976,7 +976,7 @@ t_gpu_files() {
     # (CPU 0).
     local task_report='echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${SLURM_STEP_GPUS-unset}"'
     on node1 cp /etc/slurm/gres.conf /etc/slurm/gres.conf.before-test || return 1
-    on node1 sh -c "printf 'AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/nvidia[2-3] Cores=1\nNodeName=node1 Name=gpu File=/dev/nvidia[0-1] Cores=0\n' > /etc/slurm/gres.conf"
+    on node1 sh -c "printf 'AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/nvidia[2-3] Cores=1\nNodeName=node1 Name=gpu File=/dev/nvidia[0-1] Cores=0\nNodeName=node1 Name=shard Count=8 File=/dev/nvidia[0-3]\n' > /etc/slurm/gres.conf"
     local rc=0
     gpu_files_steps || rc=1
     on node1 mv /etc/slurm/gres.conf.before-test /etc/slurm/gres.conf
@@ -1001,6 +1001,25 @@ gpu_files_steps() {
     near "per_task" || return 1
     assert_eq "per_task: Slurm gave rank 0 GPU 0 or 1, rank 1 GPU 2 or 3" "0 1" \
         "$(report_field 3 | tr ' ' '\n' | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 >= 2 }')"
+}
+
+t_gpu_shards() {
+    # gres/shard: docker/gres.conf gives node1 eight shards over its four GPUs. slurmd orders
+    # the shard records as the GPU records (gres_c_s_init_share_devices in gres_c_s.c), and a
+    # shard step gets SLURM_STEP_GPUS naming the GPUs its shards are on (gres_shard.c calls
+    # gres_common_gpu_set_env) and SLURM_SHARDS_ON_NODE: each task runs beside such a GPU, by
+    # hand GPUs 0 and 1 near CPU 0, 2 and 3 near CPU 1.
+    local task_report='echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${SLURM_STEP_GPUS-unset} ${SLURM_SHARDS_ON_NODE-unset}"'
+    run_srun -w node1 -n2 --gres=shard:2 --lama-map=gcsbnh || fail "srun shard:2 failed: $(cat "$work/err")" || return 1
+    while read -r rank cpus gpus step shards; do
+        [[ "$gpus" =~ ^[0-3]$ ]] || { fail "rank $rank: LAMA_GPUS [$gpus]"; return 1; }
+        [[ ",$step," == *",$gpus,"* ]] || { fail "rank $rank: LAMA_GPUS $gpus is not among the step's GPUs $step"; return 1; }
+        assert_eq "rank $rank's CPU (GPU $gpus)" "$((gpus / 2))" "$cpus" || return 1
+        assert_eq "rank $rank: SLURM_SHARDS_ON_NODE" 2 "$shards" || return 1
+    done < "$work/out"
+    # Without a layout led by g the shards leave the tasks where Slurm put them.
+    run_srun -w node1 -n2 --gres=shard:2 || fail "srun shard:2 without LAMA failed: $(cat "$work/err")" || return 1
+    assert_eq "without LAMA: no LAMA_GPUS" "unset unset" "$(report_field 3)"
 }
 
 t_cpu_bind_and_lama() {
@@ -1246,7 +1265,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil
-    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files
+    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards
     t_cpu_bind_and_lama
     t_daemons_still_up)
 

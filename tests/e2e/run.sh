@@ -1000,7 +1000,7 @@ gpu_files_steps() {
     run_srun -w node1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:1,0 --lama-map=gcsbnh || fail "srun map_cpu failed: $(cat "$work/err")" || return 1
     near "per_task" || return 1
     assert_eq "per_task: Slurm gave rank 0 GPU 0 or 1, rank 1 GPU 2 or 3" "0 1" \
-        "$(report_field 3 | tr ' ' '\n' | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 >= 2 }')"
+        "$(report_field 3 | tr ' ' '\n' | awk '{ printf "%s%d", (NR > 1 ? " " : ""), ($1 >= 2) }')"
 }
 
 t_gpu_shards() {
@@ -1010,7 +1010,9 @@ t_gpu_shards() {
     # gres_common_gpu_set_env) and SLURM_SHARDS_ON_NODE: each task runs beside such a GPU, by
     # hand GPUs 0 and 1 near CPU 0, 2 and 3 near CPU 1.
     local task_report='echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${SLURM_STEP_GPUS-unset} ${SLURM_SHARDS_ON_NODE-unset}"'
-    run_srun -w node1 -n2 --gres=shard:2 --lama-map=gcsbnh || fail "srun shard:2 failed: $(cat "$work/err")" || return 1
+    # Slurm may put both shards on one card, whose socket has one CPU here: 1g runs each task on
+    # the CPUs near its card, shared by the tasks of one card as under 1g for whole GPUs.
+    run_srun -w node1 -n2 --gres=shard:2 --lama-map=gcsbnh --lama-bind=1g || fail "srun shard:2 failed: $(cat "$work/err")" || return 1
     while read -r rank cpus gpus step shards; do
         [[ "$gpus" =~ ^[0-3]$ ]] || { fail "rank $rank: LAMA_GPUS [$gpus]"; return 1; }
         [[ ",$step," == *",$gpus,"* ]] || { fail "rank $rank: LAMA_GPUS $gpus is not among the step's GPUs $step"; return 1; }

@@ -3,7 +3,7 @@
 
 use crate::{
     cpu_unit, lama_order, nodes_of, print, print_human, rank_split, Failure, JsonDevice,
-    JsonGpuRequest, JsonNode, JsonProcess, JsonRequest, MapArgs,
+    JsonGpuRequest, JsonNode, JsonPlacement, JsonProcess, JsonRequest, MapArgs,
 };
 use lama_engine::{
     gpu_name, numa_nodes, place_by_gpu_ranked, render, Bind, Device, DeviceKind, GpuError,
@@ -17,16 +17,6 @@ use lama_slurm::task_env;
 
 /// The JSON output: the schema of every `lama map` (processes, request, nodes, devices),
 /// with each process's GPUs, NIC and variables, and the GPU part of the request added.
-#[derive(serde::Serialize)]
-struct JsonGpuPlacement {
-    processes: Vec<JsonProcess>,
-    request: JsonRequest,
-    nodes: Vec<JsonNode>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    devices: Vec<JsonDevice>,
-    tasks_per_node: Vec<u32>,
-    notes: Vec<String>,
-}
 
 /// The variables the plugin would set for this task (Slurm's step list taken as the step's
 /// GPUs numbered by their place in it, as `ConstrainDevices=yes` makes them; with Slurm's
@@ -140,7 +130,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         }
     );
     let membind = Membind::parse(&args.membind).map_err(|d| Failure::Usage(d.to_string()))?;
-    let mut json = JsonGpuPlacement {
+    let mut json = JsonPlacement {
         processes: Vec::new(),
         request: JsonRequest {
             layout: req.layout_text(),

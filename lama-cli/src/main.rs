@@ -823,8 +823,11 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             .collect();
         Some(lines.join("\n"))
     };
+    // Warnings go to stderr, and into --json's notes.
+    let mut warnings = Vec::new();
     if let Some(w) = placement.overlap_warning(|r| r) {
         eprintln!("lama: {w}");
+        warnings.push(w);
     }
     if args.bind.is_some() && args.cpus_per_task > 1 && bind != Bind::None {
         let narrowest = (0..placement.len())
@@ -842,6 +845,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 unit,
             ) {
                 eprintln!("lama: {w}");
+                warnings.push(w);
             }
         }
     }
@@ -862,7 +866,11 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         if let Some(note) = &fallback {
             eprintln!("lama: {note}");
         }
-        print(&json(&placement, membind, names.as_deref(), env))
+        let notes = warnings
+            .into_iter()
+            .chain(fallback.iter().flat_map(|n| n.lines().map(String::from)))
+            .collect();
+        print(&json(&placement, membind, names.as_deref(), env, notes))
     } else {
         let mut text = String::new();
         if let Some((alias, expansion)) = MAP_ALIASES.iter().find(|(a, _)| *a == args.map) {
@@ -1175,16 +1183,22 @@ pub(crate) struct JsonProcess {
     pub(crate) nic: Option<String>,
 }
 
+/// `lama map --json`, one schema for every layout (a layout led by 'g' fills its GPU fields).
 #[derive(serde::Serialize)]
-struct JsonPlacement {
-    processes: Vec<JsonProcess>,
+pub(crate) struct JsonPlacement {
+    pub(crate) processes: Vec<JsonProcess>,
     /// The request as placed (the binding is the one used, after -c widening).
-    request: JsonRequest,
+    pub(crate) request: JsonRequest,
     /// Each node: its index, its name (--node-names, else the topology's), its PUs.
-    nodes: Vec<JsonNode>,
+    pub(crate) nodes: Vec<JsonNode>,
     /// The nodes' GPUs and NICs, when their topologies have any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    devices: Vec<JsonDevice>,
+    pub(crate) devices: Vec<JsonDevice>,
+    /// How many tasks each node gets.
+    pub(crate) tasks_per_node: Vec<u32>,
+    /// What the placement says besides the ranks (the default binding's fallback, GPU notes),
+    /// as printed after the table.
+    pub(crate) notes: Vec<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -1348,6 +1362,7 @@ fn json(
     membind: Membind,
     names: Option<&[String]>,
     env: Option<EnvPreview>,
+    notes: Vec<String>,
 ) -> String {
     let processes = (0..p.len())
         .map(|r| {
@@ -1401,6 +1416,8 @@ fn json(
         request,
         nodes,
         devices,
+        tasks_per_node: p.tasks_per_node(),
+        notes,
     })
     .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
     s.push('\n');

@@ -27,12 +27,24 @@ pub fn set_affinity(cpus: &CpuList) -> Result<(), String> {
 /// there is no CPU.
 fn cpu_mask(cpus: &CpuList) -> Option<Vec<libc::c_ulong>> {
     let &max = cpus.cpus().last()?;
+    Some(bit_mask(cpus, max as usize + 1))
+}
+
+/// The bits of `list` in unsigned longs, enough words for `width` bits.
+fn bit_mask(list: &CpuList, width: usize) -> Vec<libc::c_ulong> {
     let bits = libc::c_ulong::BITS as usize;
-    let mut mask: Vec<libc::c_ulong> = vec![0; max as usize / bits + 1];
-    for &c in cpus.cpus() {
+    let mut mask: Vec<libc::c_ulong> = vec![0; width.div_ceil(bits)];
+    for &c in list.cpus() {
         mask[c as usize / bits] |= 1 << (c as usize % bits);
     }
-    Some(mask)
+    mask
+}
+
+/// `set_mempolicy`'s node mask of `nodes`: one bit more than its highest node, since the
+/// kernel reads `maxnode - 1` bits.
+fn node_mask(nodes: &CpuList) -> Option<Vec<libc::c_ulong>> {
+    let &max = nodes.cpus().last()?;
+    Some(bit_mask(nodes, max as usize + 2))
 }
 
 /// The calling process's CPU affinity.
@@ -73,9 +85,9 @@ const MPOL_PREFERRED_MANY: libc::c_int = 5;
 /// the policy in force names: `nodes`, or only the first of them after that fallback.
 pub fn set_membind(policy: lama_engine::Membind, nodes: &CpuList) -> Result<CpuList, String> {
     use lama_engine::Membind;
-    let Some(&max) = nodes.cpus().last() else {
+    if nodes.is_empty() {
         return Err("no NUMA node to bind memory to".to_string());
-    };
+    }
     let mode = match policy {
         Membind::None => return Ok(nodes.clone()),
         Membind::Local => MPOL_BIND,
@@ -83,12 +95,7 @@ pub fn set_membind(policy: lama_engine::Membind, nodes: &CpuList) -> Result<CpuL
         Membind::Preferred => MPOL_PREFERRED_MANY,
     };
     let bits = libc::c_ulong::BITS as usize;
-    // One spare bit: the kernel reads `maxnode - 1` bits.
-    let words = (max as usize + 1) / bits + 1;
-    let mut mask: Vec<libc::c_ulong> = vec![0; words];
-    for &n in nodes.cpus() {
-        mask[n as usize / bits] |= 1 << (n as usize % bits);
-    }
+    let mask = node_mask(nodes).expect("a node, checked above");
     let set = |mode: libc::c_int, mask: &[libc::c_ulong]| -> std::io::Result<()> {
         // SAFETY: `mask` is a live buffer of `mask.len()` unsigned longs; the kernel reads at
         // most `maxnode - 1` bits from it, and `maxnode` is its size in bits.
@@ -108,10 +115,9 @@ pub fn set_membind(policy: lama_engine::Membind, nodes: &CpuList) -> Result<CpuL
     };
     let result = match set(mode, &mask) {
         Err(e) if mode == MPOL_PREFERRED_MANY && e.raw_os_error() == Some(libc::EINVAL) => {
-            let mut first = vec![0; words];
-            let n = nodes.cpus()[0];
-            first[n as usize / bits] |= 1 << (n as usize % bits);
-            set(MPOL_PREFERRED, &first).map(|()| CpuList::from_cpus([n]))
+            let n = CpuList::from_cpus([nodes.cpus()[0]]);
+            let first = node_mask(&n).expect("one node");
+            set(MPOL_PREFERRED, &first).map(|()| n)
         }
         other => other.map(|()| nodes.clone()),
     };
@@ -124,6 +130,27 @@ mod tests {
 
     /// CPUs past 1,023 on a 4,096-CPU node: the mask grows to the highest CPU, each CPU's bit
     /// where the kernel reads it (word c / 64, bit c % 64 on 64-bit Linux), checked by hand.
+    /// NUMA nodes past 63 (a 128-node machine): each node's bit where the kernel reads it, and
+    /// the spare bit `set_mempolicy` needs (node 127 takes a third word), checked by hand.
+    #[test]
+    fn node_masks_past_64_nodes() {
+        let nodes = CpuList::parse("0,63-64,120,127").unwrap();
+        let mask = node_mask(&nodes).unwrap();
+        let bits = libc::c_ulong::BITS as usize;
+        assert_eq!(mask.len() * bits, (129usize).div_ceil(bits) * bits);
+        let set: Vec<usize> = (0..mask.len() * bits)
+            .filter(|&c| mask[c / bits] & (1 << (c % bits)) != 0)
+            .collect();
+        assert_eq!(set, [0, 63, 64, 120, 127]);
+        if bits == 64 {
+            assert_eq!(mask, [1 | 1 << 63, 1 | 1 << 56 | 1 << 63, 0]);
+            // Node 62 alone fits one word with its spare bit; node 63 needs a second.
+            assert_eq!(node_mask(&CpuList::from_cpus([62])).unwrap().len(), 1);
+            assert_eq!(node_mask(&CpuList::from_cpus([63])).unwrap().len(), 2);
+        }
+        assert_eq!(node_mask(&CpuList::default()), None);
+    }
+
     #[test]
     fn masks_past_1024_cpus() {
         let cpus = CpuList::parse("1,1023-1024,4094-4095").unwrap();

@@ -15,9 +15,6 @@ use lama_slurm::gpu::{
 };
 use lama_slurm::task_env;
 
-/// The JSON output: the schema of every `lama map` (processes, request, nodes, devices),
-/// with each process's GPUs, NIC and variables, and the GPU part of the request added.
-
 /// The variables the plugin would set for this task (Slurm's step list taken as the step's
 /// GPUs numbered by their place in it, as `ConstrainDevices=yes` makes them; with Slurm's
 /// per-task binding (`fixed`) the vendor variable is Slurm's and left alone).

@@ -825,7 +825,8 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     };
     // Warnings go to stderr, and into --json's notes.
     let mut warnings = Vec::new();
-    if let Some(w) = placement.overlap_warning(|r| r) {
+    let need = lama_engine::threads_needed(nodes[0], args.cpus_per_task.max(1), unit);
+    if let Some(w) = placement.overlap_warning_needing(|r| r, need) {
         eprintln!("lama: {w}");
         warnings.push(w);
     }

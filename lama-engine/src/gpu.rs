@@ -741,7 +741,10 @@ pub fn place_by_gpu_ranked(
                 used: placed.request().bind,
                 narrowest,
                 shared: if req.bind_asked {
-                    placed.overlap_warning(|j| rank(mine[j as usize]))
+                    placed.overlap_warning_needing(
+                        |j| rank(mine[j as usize]),
+                        crate::hybrid::threads_needed(&sub, req.cpus_per_task, req.cpu_unit),
+                    )
                 } else {
                     None
                 },

@@ -39,6 +39,15 @@ pub fn threads_per_core(m: &Machine) -> u32 {
         .max(1)
 }
 
+/// The hardware threads `cpus` CPUs of `unit` are on `m` (a core's threads each, where Slurm
+/// counts cores).
+pub fn threads_needed(m: &Machine, cpus: u32, unit: CpuUnit) -> u32 {
+    match unit {
+        CpuUnit::Thread => cpus,
+        CpuUnit::Core => cpus.saturating_mul(threads_per_core(m)),
+    }
+}
+
 /// The narrowest binding that covers at least `cpus` CPUs of `unit` from a process's mapped
 /// hardware thread: `Nc` when a CPU is a core or the machine has one thread per core; with
 /// threads, `Nh` when they fit in one core, else whole cores (`⌈N/T⌉c`).

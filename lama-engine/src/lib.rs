@@ -51,7 +51,8 @@ pub use gpu::{
     place_by_gpu_ranked, split_gpu_mppr, GpuError, GpuPlacement, GpuRequest, GpuTask, GroupBinding,
 };
 pub use hybrid::{
-    binding_for_cpus, cpus_covered, exact_binding, numa_nodes, threads_per_core, CpuUnit,
+    binding_for_cpus, cpus_covered, exact_binding, numa_nodes, threads_needed, threads_per_core,
+    CpuUnit,
 };
 pub use level::Level;
 pub use place::{

@@ -1166,11 +1166,19 @@ impl<'m> Placement<'m> {
     /// `rank` turns a rank of this placement into the number shown (the plugin shows global
     /// ranks).
     pub fn overlap_warning(&self, rank: impl Fn(u32) -> u32) -> Option<String> {
+        self.overlap_warning_needing(rank, 1)
+    }
+
+    /// [`Self::overlap_warning`] for tasks that each need `need` hardware threads (`-c`): ranks
+    /// that share a binding surprise when together they need more threads than it has (two
+    /// tasks of `-c 64` on one 64-thread socket under `1s`), and the warning says so.
+    pub fn overlap_warning_needing(&self, rank: impl Fn(u32) -> u32, need: u32) -> Option<String> {
         if self.passes > 1 {
             return None;
         }
+        let need = need.max(1) as usize;
         let mut overlaps = self.overlaps();
-        overlaps.retain(|o| !o.same_binding || o.ranks.len() > o.cpus.len());
+        overlaps.retain(|o| !o.same_binding || o.ranks.len() * need > o.cpus.len());
         if overlaps.is_empty() {
             return None;
         }
@@ -1192,7 +1200,12 @@ impl<'m> Placement<'m> {
                 } else {
                     String::new()
                 };
-                format!("ranks {ranks} share {cpus} {}{node}", o.cpus)
+                let needs = if o.same_binding && need > 1 {
+                    format!(" ({} tasks of {need} CPUs each)", o.ranks.len())
+                } else {
+                    String::new()
+                };
+                format!("ranks {ranks} share {cpus} {}{node}{needs}", o.cpus)
             })
             .collect();
         if overlaps.len() > 3 {

@@ -666,6 +666,18 @@ fn explicit_bindings_may_overlap_and_say_so() {
         (o[1].ranks.clone(), o[1].cpus.to_string()),
         (vec![3, 4, 5], "3-5".into())
     );
+    // Three ranks on a socket of three threads: a thread each, what 1s means. With -c 2 they
+    // need six threads of the socket's three: that surprises, and is said (by hand: ranks
+    // 0-2 on CPUs 0-2, ranks 3-5 on CPUs 3-5).
+    assert_eq!(p.overlap_warning(|r| r), None);
+    assert_eq!(p.overlap_warning_needing(|r| r, 1), None);
+    assert_eq!(
+        p.overlap_warning_needing(|r| r, 2).unwrap(),
+        "warning: binding 1s makes tasks share CPUs: ranks 0, 1 and 2 share CPUs 0-2 (3 tasks \
+         of 2 CPUs each); ranks 3, 4 and 5 share CPUs 3-5 (3 tasks of 2 CPUs each). The \
+         binding was asked for, so the tasks run as placed; for CPUs of their own ask for a \
+         narrower binding or fewer tasks, or leave out the binding (the default never shares)"
+    );
     // A seventh would make four processes on a socket of three cores: an overload.
     let e = place(&[&m], &request("csbnh", "1s", 7)).unwrap_err();
     assert!(

@@ -126,14 +126,32 @@ pub fn summary_line(p: &Placement<'_>) -> String {
         if o.is_empty() {
             "no CPU is bound by more than one rank".to_string()
         } else {
+            // A summary stays a line: the first few sets of shared CPUs, each with its first
+            // few ranks, then how many more and how crowded the worst CPU is.
+            const SETS: usize = 4;
+            const RANKS: usize = 8;
             let list: Vec<String> = o
                 .iter()
+                .take(SETS)
                 .map(|x| {
-                    let ranks: Vec<String> = x.ranks.iter().map(u32::to_string).collect();
+                    let mut ranks: Vec<String> =
+                        x.ranks.iter().take(RANKS).map(u32::to_string).collect();
+                    if x.ranks.len() > RANKS {
+                        ranks.push(format!("... {} ranks", x.ranks.len()));
+                    }
                     format!("node {} P#{} (ranks {})", x.node, x.cpus, ranks.join(","))
                 })
                 .collect();
-            format!("CPUs bound by more than one rank: {}", list.join("; "))
+            let mut text = format!("CPUs bound by more than one rank: {}", list.join("; "));
+            if o.len() > SETS {
+                let cpus: usize = o.iter().map(|x| x.cpus.len()).sum();
+                let most = o.iter().map(|x| x.ranks.len()).max().unwrap_or(0);
+                text += &format!(
+                    "; and {} more sets ({cpus} shared CPUs in all, at most {most} ranks on one)",
+                    o.len() - SETS
+                );
+            }
+            text
         }
     };
     if req.bind == Bind::None {

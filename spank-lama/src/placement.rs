@@ -158,13 +158,17 @@ pub fn place_local(
     } else {
         None
     };
-    let overlap = placement.overlap_warning(|k| {
-        by_rank
-            .get(k as usize)
-            .and_then(|&local| globals.get(local))
-            .copied()
-            .unwrap_or(k)
-    });
+    let need = lama_engine::threads_needed(machine, per_task, cpus.unit);
+    let overlap = placement.overlap_warning_needing(
+        |k| {
+            by_rank
+                .get(k as usize)
+                .and_then(|&local| globals.get(local))
+                .copied()
+                .unwrap_or(k)
+        },
+        need,
+    );
     Ok(LocalPlacement {
         bind,
         tasks: out.into_iter().flatten().collect(),

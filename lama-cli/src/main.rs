@@ -932,6 +932,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 node: args.node,
                 ranks,
                 no_picture: !with_picture,
+                width: terminal_columns(),
             },
             &mut |chunk| {
                 let _ = print_human(chunk);

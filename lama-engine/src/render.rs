@@ -179,6 +179,8 @@ pub struct TextOptions<'a> {
     pub ranks: Option<(u32, u32)>,
     /// The tables without their picture column (and the legend without its line).
     pub no_picture: bool,
+    /// The terminal's width, to which the legend is wrapped (`None`: one line per item).
+    pub width: Option<usize>,
 }
 
 /// The preview's text: the request, a summary, the caller's notes (one line each), then per node
@@ -206,6 +208,7 @@ pub fn write_placement_text(
         node: only,
         ranks: wanted,
         no_picture,
+        width,
     } = opts;
     let req = p.request();
     let mut out = String::new();
@@ -261,7 +264,38 @@ pub fn write_placement_text(
     } else {
         LEGEND
     };
+    let legend = match width {
+        Some(w) => wrap(legend, w),
+        None => legend.to_string(),
+    };
     sink(&format!("\n{legend}\n"));
+}
+
+/// `text` with each line wrapped at word boundaries to at most `width` columns (a word longer
+/// than that keeps its own line), continuation lines indented by two spaces.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut current = String::new();
+        let mut has_word = false;
+        for word in line.split(' ').filter(|w| !w.is_empty()) {
+            if has_word && current.chars().count() + 1 + word.chars().count() > width {
+                out.push_str(&current);
+                out.push('\n');
+                current = "  ".to_string();
+                has_word = false;
+            }
+            if has_word {
+                current.push(' ');
+            }
+            current.push_str(word);
+            has_word = true;
+        }
+        out.push_str(&current);
+        out.push('\n');
+    }
+    out.pop();
+    out
 }
 
 /// What a machine's CPUs have that a user should know before reading a placement: CPUs the OS
@@ -641,6 +675,31 @@ pub fn placement_devices_text(p: &Placement<'_>, only: Option<u32>) -> String {
         out += &device_lines(m, &|d| near(p, &ranks, d));
     }
     out
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::*;
+
+    #[test]
+    fn the_legend_fits_the_width() {
+        let wrapped = wrap(LEGEND, 80);
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= 80),
+            "{wrapped}"
+        );
+        // Nothing lost: the same words in the same order, each item still starts a line.
+        let words = |t: &str| t.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert_eq!(words(&wrapped), words(LEGEND));
+        for item in ["picture:", "columns:", "request:"] {
+            assert!(wrapped.lines().any(|l| l.starts_with(item)), "{item}");
+        }
+        assert!(wrapped.lines().count() > LEGEND.lines().count());
+        // By hand: 11 columns hold "one two" and push "three" to an indented line; a word
+        // longer than the width keeps a line of its own.
+        assert_eq!(wrap("one two three", 11), "one two\n  three");
+        assert_eq!(wrap("a verylongword b", 5), "a\n  verylongword\n  b");
+    }
 }
 
 #[cfg(test)]

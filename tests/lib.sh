@@ -16,13 +16,35 @@ task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/s
 # that a step whose tasks printed nothing, or only some of them, can never pass a comparison.
 # A caller may set (as locals) srun_prefix to run srun inside another command, e.g. salloc or
 # env, and task_report to have each task report something else (one line per task, rank first).
+# With verify_each=1 (set by tests/e2e/run.sh), a step placed by a layout (--lama-map) runs each
+# task's report under `lama verify --json --` (installed on the nodes), which compares every
+# thread's CPUs, the memory policy, the GPUs it may open and the variables with what LAMA placed
+# for that rank; `lama verify --collect --np N` must then find every rank, all agreeing. A test
+# that changes a task's binding on purpose sets verify_each=0 as a local.
 srun_prefix=()
+verify_each=${LAMA_VERIFY_EACH:-0}
 run_srun() {
-    as_user "${srun_prefix[@]}" srun "$@" bash -c "$task_report" > "$work/out" 2> "$work/err"
-    local rc=$?
+    local verify=0 arg rc n
+    if [ "$verify_each" == 1 ]; then
+        for arg in "$@"; do [[ "$arg" != --lama-map=* ]] || verify=1; done
+    fi
+    if [ $verify -eq 1 ]; then
+        as_user "${srun_prefix[@]}" srun "$@" lama verify --json -- bash -c "$task_report" > "$work/both" 2> "$work/err"
+        rc=$?
+        grep '^{' "$work/both" > "$work/verify"
+        grep -v '^{' "$work/both" > "$work/out"
+        [ $rc -eq 0 ] || cat "$work/verify" >> "$work/err"
+    else
+        as_user "${srun_prefix[@]}" srun "$@" bash -c "$task_report" > "$work/out" 2> "$work/err"
+        rc=$?
+    fi
     sort -n -o "$work/out" "$work/out"
     [ $rc -eq 0 ] || return $rc
-    report_complete "$(ntasks_of "${srun_prefix[@]}" "$@")"
+    n=$(ntasks_of "${srun_prefix[@]}" "$@")
+    report_complete "$n" || return 1
+    [ $verify -eq 1 ] || return 0
+    "$lama" verify --collect --np "${n:-$(wc -l < "$work/out")}" < "$work/verify" > "$work/verified" 2>&1 \
+        || fail "lama verify in each task: $(cat "$work/verified")"
 }
 
 fail() { echo "    $*" >&2; return 1; }

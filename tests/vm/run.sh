@@ -337,6 +337,32 @@ t_cpus_per_task() {
     assert_eq "OMP_PLACES of rank 1" "{8},{9},{10},{11}" "$(awk '$1 == 1 { print $5 }' "$work/out")"
 }
 
+t_preview_is_srun() {
+    # What a user previews is what srun does: `lama map` with the step's own options (no
+    # --lama-bind: the default binding, widened for -c; the tasks srun gives the node) prints
+    # exactly the CPUs every task got, for layouts the docker nodes' 2 CPUs cannot tell apart.
+    # By hand for two of them: hcsbn fills both threads of a core before the next (1h each),
+    # and -c 4 by NUMA node (Nscbnh) gives each task the two cores of one node in turn. Where
+    # the step gets fewer CPUs than the node, Slurm's choice is given to the preview as the
+    # user sees it in the job (--restrict): -n4 -c3 asks for 12 threads, and the step has
+    # CPUs 0-11 (t_odd_cpus_per_task_on_smt), where the widened 2c falls back to 3 threads each.
+    local case args map restrict
+    for case in "-n16 hcsbn" "-n8 Nscbnh" "-n6 L3csbnh" "-n5 csbnh" "-n4 -c4 Nscbnh" "-n3 -c2 scbnh" "-n4 -c3 csbnh|0-11"; do
+        args=${case%|*}
+        restrict=; [[ "$case" != *"|"* ]] || restrict=${case#*|}
+        map=${args##* }
+        # shellcheck disable=SC2086
+        run_whole ${args% *} --lama-map="$map" || fail "srun $args failed: $(cat "$work/err")" || return 1
+        # shellcheck disable=SC2086
+        assert_eq "srun $args" "$(preview --map "$map" ${restrict:+--restrict "$restrict"} $(sed 's/-c\([0-9]\)/--cpus-per-task \1/; s/-n[0-9]*//' <<< "${args% *}"))" "$(actual_cpus)" || return 1
+        case $args in
+            "-n16 hcsbn") assert_eq "$args by hand" "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15" "$(cpus)" || return 1 ;;
+            "-n4 -c4 Nscbnh") assert_eq "$args by hand" "0-3 4-7 8-11 12-15" "$(cpus)" || return 1 ;;
+            "-n4 -c3 csbnh") assert_eq "$args by hand" "0-2 3-5 6-8 9-11" "$(cpus)" || return 1 ;;
+        esac
+    done
+}
+
 t_daemons_still_up() {
     wait_for 60 nodes_idle || fail "the node is not idle: $(as_user sinfo -h -N -o %T)" || return 1
     if on_guest sh -c 'cat /var/log/slurm/*.log' | grep -E 'fatal|Segmentation|panicked|Caught panic' >&2; then
@@ -556,7 +582,7 @@ all_tests=(t_setup t_real_topology t_io_locality t_cgroup_v2 t_layouts_core_bind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
     t_row_broken_plugin_line t_cache_levels_on_slurms_topology t_odd_cpus_per_task_on_smt
     t_row_core_spec_without_slurms_xml t_order_sequential t_layouts_threads_and_more
-    t_mpi_layouts_mpich t_mpi_hybrid_mpich)
+    t_preview_is_srun t_mpi_layouts_mpich t_mpi_hybrid_mpich)
 # Open MPI direct launch needs Slurm's mpi/pmix (none in Debian sid's 26.05: docker/README.md).
 [ "$flavour" != 24.11 ] || all_tests+=(t_mpi_layouts_ompi)
 all_tests+=(t_daemons_still_up)

@@ -1325,6 +1325,11 @@ mod tests {
 
     /// One package of two cores of two threads (PUs 0-1, 2-3), one GPU near all of it.
     fn smt_node() -> Machine {
+        smt_node_with_gpu_near(&[0, 1, 2, 3], "Package")
+    }
+
+    /// One package of two cores of two threads (PUs 0-1, 2-3), one GPU near `pus` (`near`).
+    fn smt_node_with_gpu_near(pus: &[u32], near: &str) -> Machine {
         let mut b = MachineBuilder::new("smt");
         for q in 0..4 {
             b.pu(q, true);
@@ -1332,13 +1337,7 @@ mod tests {
         b.object(Level::Socket, Some(0), &[0, 1, 2, 3]);
         b.object(Level::Core, Some(0), &[0, 1]);
         b.object(Level::Core, Some(1), &[2, 3]);
-        b.device(dev(
-            DeviceKind::Gpu,
-            "0000:01:00.0",
-            "cuda0",
-            &[0, 1, 2, 3],
-            "Package",
-        ));
+        b.device(dev(DeviceKind::Gpu, "0000:01:00.0", "cuda0", pus, near));
         b.build().unwrap()
     }
 
@@ -1590,21 +1589,7 @@ mod tests {
         );
         // CPUs counted as cores: the note says cores. By hand: one package (PUs 0-3) of two
         // cores of two threads, one GPU near core 0 (PUs 0-1) whose one task asks for 2 cores.
-        let mut b = MachineBuilder::new("smt-near-core");
-        for q in 0..4 {
-            b.pu(q, true);
-        }
-        b.object(Level::Socket, Some(0), &[0, 1, 2, 3]);
-        b.object(Level::Core, Some(0), &[0, 1]);
-        b.object(Level::Core, Some(1), &[2, 3]);
-        b.device(dev(
-            DeviceKind::Gpu,
-            "0000:01:00.0",
-            "cuda0",
-            &[0, 1],
-            "Core",
-        ));
-        let m = b.build().unwrap();
+        let m = smt_node_with_gpu_near(&[0, 1], "Core");
         let mut cores = with_c(2);
         cores.cpu_unit = CpuUnit::Core;
         let p = place_by_gpu(&m, &all_gpus(&m), 1, &cores, "").unwrap();

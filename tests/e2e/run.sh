@@ -863,6 +863,187 @@ t_bad_plan_refused() {
     grep -qF "invalid memory binding 'strict'" "$work/err" || fail "membind: $(cat "$work/err")"
 }
 
+# --- Slurm's node rank: topology order (Slurm 26.05) ----------------------------------------
+
+# A key of the running controller's configuration (scontrol show config), and whether it has a
+# value: controller_config KEY, controller_has KEY VALUE
+controller_config() { on slurmctld scontrol show config | awk -v k="$1" '$1 == k { print $3; exit }'; }
+controller_has() { [ "$(controller_config "$1")" == "$2" ]; }
+# True once NODE's slurmd logged a start after line N of its log: slurmd_started_since NODE N
+slurmd_started_since() { slurmd_log_since "$1" "$(($2 + 1))" | grep -q "slurmd started on"; }
+
+# Applies a changed slurm.conf or topology.conf on every daemon: `scontrol reconfigure`, which
+# from Slurm 23.11 on restarts slurmctld and every slurmd (new processes, in place under -D:
+# slurmctld logs "Attempting to reconfigure", each slurmd "Caught SIGHUP. Triggering
+# reconfigure" then "slurmd started on"). Waits until the controller reports TopologyPlugin
+# PLUGIN, every slurmd has started again and every node is idle: reconfigure_cluster PLUGIN
+reconfigure_cluster() {
+    local want=$1 m marks=()
+    for m in "${nodes[@]}"; do marks+=("$(slurmd_log_lines "$m")"); done
+    on slurmctld scontrol reconfigure || { fail "scontrol reconfigure failed"; return 1; }
+    wait_for 60 controller_has TopologyPlugin "$want" \
+        || fail "the controller reports TopologyPlugin=$(controller_config TopologyPlugin), not $want" || return 1
+    local i=0
+    for m in "${nodes[@]}"; do
+        wait_for 60 slurmd_started_since "$m" "${marks[$i]}" || fail "slurmd on $m did not start again" || return 1
+        i=$((i + 1))
+    done
+    wait_for 60 nodes_idle || fail "nodes not idle after the reconfiguration: $(as_user sinfo -h -N -o '%N %T' | tr '\n' ' ')"
+}
+
+t_topology_node_order() {
+    # Slurm 26.05 numbers a job's nodes in topology order: select/cons_tres takes each node's
+    # rank from the topology plugin (job_res->node_ranks from topology_g_get_rank, unless
+    # SelectTypeParameters has CR_NO_DIST_TOPO_BLOCK) and the step's layout deals the task ids
+    # block-wise over the nodes sorted by it (slurm_step_layout.c, _task_layout_topo; srun's
+    # default and -m block, not -m cyclic), while a node's
+    # place in the step (S_JOB_NODEID, SLURM_NODEID) stays its place in the name-sorted node
+    # list. topology/tree ranks a node by its leaf switch's place in topology.conf
+    # (docker/configs/topology-order/topology.conf: node3, node1, node2); the default
+    # topology/flat ranks nothing. With that file every assertion below is on real steps: which
+    # node each rank runs on, what it is bound to, and what the plugin says. Slurm 24.11 has no
+    # topology-aware task layout: the same configuration leaves the ranks in name order there,
+    # and the same checks run in that order. The cluster is restored and reconfigured at the
+    # end, whatever failed.
+    local order
+    if [ "$slurm_release" == 24.11 ]; then
+        order=(node1 node2 node3)
+        echo "    (Slurm 24.11 has no topology-aware task layout: ranks stay in name order with topology.conf; checked in that order)" >&2
+    else
+        order=(node3 node1 node2)
+    fi
+    local before m rc=0
+    before=$(controller_config TopologyPlugin)
+    [ -n "$before" ] || { fail "no TopologyPlugin in scontrol show config"; return 1; }
+    for m in slurmctld "${nodes[@]}"; do
+        on "$m" sh -c 'cp -p /etc/slurm/slurm.conf /etc/slurm/slurm.conf.before-test &&
+            { [ ! -e /etc/slurm/topology.conf ] || mv /etc/slurm/topology.conf /etc/slurm/topology.conf.before-test; } &&
+            cat > /etc/slurm/topology.conf &&
+            sed -i "/^TopologyPlugin=/Id" /etc/slurm/slurm.conf && echo TopologyPlugin=topology/tree >> /etc/slurm/slurm.conf' \
+            < "$top/docker/configs/topology-order/topology.conf" || rc=1
+    done
+    [ $rc -eq 0 ] && { topology_order_steps "${order[@]}" || rc=1; }
+    for m in slurmctld "${nodes[@]}"; do
+        on "$m" sh -c 'mv /etc/slurm/slurm.conf.before-test /etc/slurm/slurm.conf && rm -f /etc/slurm/topology.conf &&
+            { [ ! -e /etc/slurm/topology.conf.before-test ] || mv /etc/slurm/topology.conf.before-test /etc/slurm/topology.conf; }' || rc=1
+    done
+    reconfigure_cluster "$before" || return 1
+    # As found: ranks in name order again.
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $SLURM_NODEID"'
+    run_srun -N3 -n3 || fail "srun after the restore failed: $(cat "$work/err")" || return 1
+    assert_eq "after the restore: rank, node, SLURM_NODEID" "0 node1 0|1 node2 1|2 node3 2" "$(paste -sd'|' "$work/out")" || return 1
+    return $rc
+}
+
+# The checks of t_topology_node_order with topology/tree loaded, given the nodes in the order
+# Slurm deals ranks to them: topology_order_steps FIRST SECOND THIRD
+topology_order_steps() {
+    local order=("$@") other=(node1 node2 node3) n std_report=$task_report
+    [ "${order[*]}" != "${other[*]}" ] || other=(node3 node1 node2)
+    reconfigure_cluster topology/tree || return 1
+    # The controller read the file: three leaf switches, in the file's order.
+    assert_eq "leaf switches" "sw3:node3 sw1:node1 sw2:node2" \
+        "$(as_user scontrol show topology | awk '/Level=0/ { s = ""; n = ""; for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "SwitchName") s = kv[2]; if (kv[1] == "Nodes") n = kv[2] } printf "%s%s:%s", (c++ ? " " : ""), s, n }')" || return 1
+    # Node index in the step (SLURM_NODEID: node1 0, node2 1, node3 2) against rank order.
+    local want=() r=0
+    for n in "${order[@]}"; do want+=("$r $n $((${n#node} - 1))"); r=$((r + 1)); done
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $SLURM_NODEID"'
+    run_srun -N3 -n3 || fail "srun -N3 -n3 failed: $(cat "$work/err")" || return 1
+    assert_eq "srun -N3 -n3: rank, node, SLURM_NODEID" "$(IFS='|'; echo "${want[*]}")" "$(paste -sd'|' "$work/out")" || return 1
+    task_report=$std_report
+
+    # A layout: each node places its own ranks (two each, in Slurm's order), as lama map
+    # predicts and by hand (node1: a socket each, node2: both threads of its core, node3: a core
+    # each); --lama-verbose names, for every task, its node, its rank and its CPUs; one hint.
+    local cpus_of=([1]="0 1" [2]="0-1 0-1" [3]="0 1") hand=() verbose=() c l
+    r=0
+    for n in "${order[@]}"; do
+        l=0
+        for c in ${cpus_of[${n#node}]}; do hand+=("$n:$c"); verbose+=("$r $n $l $c"); r=$((r + 1)); l=$((l + 1)); done
+    done
+    run_srun -N3 -n6 --lama-map=scbnh --lama-bind=1c --lama-verbose || fail "srun --lama-map failed: $(cat "$work/err")" || return 1
+    assert_eq "nodes of the ranks" "${order[0]} ${order[0]} ${order[1]} ${order[1]} ${order[2]} ${order[2]}" "$(report_field 2)" || return 1
+    assert_eq "against lama map" "$(predict --map scbnh --bind 1c)" "$(actual_cpus)" || return 1
+    assert_eq "by hand" "${hand[*]}" "$(actual_cpus)" || return 1
+    assert_eq "--lama-verbose: rank, node, local id, CPUs" "$(IFS='|'; echo "${verbose[*]}")" \
+        "$(grep '^lama-bind=1c layout=scbnh - ' "$work/err" \
+            | sed -E 's/^lama-bind=1c layout=scbnh - (node[0-9]+), task +([0-9]+) +([0-9]+) \[[0-9]+\]: mask 0x[0-9a-f]+ set \(cpus ([0-9,-]+)\), .*/\2 \1 \3 \4/' \
+            | sort -n | paste -sd'|')" || return 1
+    # The hint comes once, from the step's node 0 (S_JOB_NODEID), which is node1, the first
+    # name, wherever rank 0 runs; it names the node whose shape it assumed.
+    assert_eq "hints" "1" "$(grep -c 'spreads ranks over nodes' "$work/err")" || return 1
+    grep -qF "assuming the step's 3 nodes are shaped like node1" "$work/err" || fail "hint: $(grep spreads "$work/err")" || return 1
+
+    # lama map previews the step given the nodes in Slurm's rank order (--topology and
+    # --node-names in that order): srun --exclusive -N3 -n5 deals 2, 2, 1 over them.
+    run_srun --exclusive -N3 -n5 --lama-map=scbnh || fail "srun -N3 -n5 failed: $(cat "$work/err")" || return 1
+    local topo=() json
+    for n in "${order[@]}"; do topo+=(--topology "$work/$n.xml"); done
+    json=$("$lama" map "${topo[@]}" --node-names "$(IFS=,; echo "${order[*]}")" --np 5 --map scbnh --json 2> "$work/map.err") \
+        || fail "lama map failed: $(cat "$work/map.err")" || return 1
+    assert_eq "lama map over the nodes in rank order" \
+        "$(echo "$json" | jq -r '[.nodes[].name] as $n | [.processes | sort_by(.rank)[] | "\($n[.node]):\(.cpus | map(tostring) | join(","))"] | join(" ")' | sed 's/:0,1/:0-1/g')" \
+        "$(actual_cpus)" || return 1
+    # By hand: two ranks on a node get a CPU each (LAMA's default binding, 1c, falls back to
+    # a thread each on node2's one core), one rank gets node2's core or a core of the others.
+    hand=()
+    for n in "${order[@]:0:2}"; do hand+=("$n:0" "$n:1"); done
+    n=${order[2]}
+    if [ "$n" == node2 ]; then hand+=("$n:0-1"); else hand+=("$n:0"); fi
+    assert_eq "srun -N3 -n5 by hand" "${hand[*]}" "$(actual_cpus)" || return 1
+
+    # A plan that follows Slurm's rank order runs without -m arbitrary: each rank on the node
+    # and the CPU the plan names (each node's two ranks on its CPUs in reverse, which no binding
+    # of Slurm's gives), and --lama-verbose says so per rank. The same CPUs in name order (in
+    # 26.05's topology order on 24.11) are refused by the node holding rank 0, before any task
+    # runs.
+    local name plan_nodes
+    for name in ranked other; do
+        if [ $name == ranked ]; then plan_nodes=("${order[@]}"); else plan_nodes=("${other[@]}"); fi
+        { echo "lama-plan 1"; echo "ranks 6"
+          r=0; for n in "${plan_nodes[@]}"; do
+              echo "rank $r $n pu 1 cpus 1"; echo "rank $((r + 1)) $n pu 0 cpus 0"; r=$((r + 2))
+          done; } > "$work/$name.lama"
+        as_user sh -c "cat > /tmp/$name.lama" < "$work/$name.lama" || return 1
+    done
+    run_srun -N3 -n6 --lama-plan=/tmp/ranked.lama --lama-verbose || fail "the plan in rank order failed: $(cat "$work/err")" || return 1
+    assert_eq "each task as planned" "$(planned_cpus ranked)" "$(actual_cpus)" || return 1
+    assert_eq "the plan by hand" "${order[0]}:1 ${order[0]}:0 ${order[1]}:1 ${order[1]}:0 ${order[2]}:1 ${order[2]}:0" "$(actual_cpus)" || return 1
+    assert_eq "--lama-verbose of the plan: rank, node, CPUs" "$(awk '$1 == "rank" { print $2, $3, $7 }' "$work/ranked.lama" | paste -sd'|')" \
+        "$(grep '^lama-plan - ' "$work/err" \
+            | sed -E 's/^lama-plan - (node[0-9]+), task +([0-9]+) +[0-9]+ \[[0-9]+\]: mask 0x[0-9a-f]+ set \(cpus ([0-9,-]+)\), .*/\2 \1 \3/' \
+            | sort -n | paste -sd'|')" || return 1
+    run_srun -N3 -n6 --lama-plan=/tmp/other.lama && { fail "a plan against Slurm's rank order ran"; return 1; }
+    grep -qF "lama: ${order[0]}: --lama-plan: rank 0 is planned on ${other[0]} but Slurm started it on ${order[0]}" "$work/err" \
+        || fail "the plan against the rank order: $(cat "$work/err")" || return 1
+    assert_empty "tasks that ran" "$(cat "$work/out")" || return 1
+    # lama plan's own route, -m arbitrary with its hosts file, does not depend on the order.
+    plan_for toporing "$(printf '0 1 1\n1 2 1\n2 3 1\n3 4 1\n4 5 1\n5 0 1\n')" || return 1
+    local srun_prefix=(env SLURM_HOSTFILE=/tmp/toporing.hosts)
+    run_srun -m arbitrary -n6 --lama-plan=/tmp/toporing.lama || fail "the -m arbitrary plan failed: $(cat "$work/err")" || return 1
+    assert_eq "-m arbitrary plan: each task as planned" "$(planned_cpus toporing)" "$(actual_cpus)" || return 1
+    srun_prefix=()
+
+    # A heterogeneous step: node2, then node1 and node3 in Slurm's rank order, each component
+    # placed by LAMA (by hand: node2's tasks both threads, the others a CPU each by local id),
+    # and LAMA's verbose lines number the tasks exactly as Slurm's own --cpu-bind=verbose lines
+    # of the same step do (per component: node, task, local id).
+    local het=() hand_het=(node2:0-1 node2:0-1) opts=(--cpu-bind=verbose --lama-map=scbnh --lama-bind=1c --lama-verbose)
+    for n in "${order[@]}"; do [ "$n" == node2 ] || het+=("$n"); done
+    hand_het+=("${het[0]}:0" "${het[0]}:1" "${het[1]}:0" "${het[1]}:1")
+    as_user timeout 120 srun -w node2 -n2 "${opts[@]}" bash -c "$task_report" : -w node1,node3 -N2 -n4 "${opts[@]}" bash -c "$task_report" \
+        > "$work/out" 2> "$work/err" || fail "the heterogeneous step failed: $(cat "$work/err")" || return 1
+    sort -n -o "$work/out" "$work/out"
+    report_complete 6 || return 1
+    assert_eq "heterogeneous step by hand" "${hand_het[*]}" "$(actual_cpus)" || return 1
+    local slurm_lines lama_lines
+    slurm_lines=$(sed -nE 's/^cpu-bind=MASK - (node[0-9]+), task +([0-9]+) +([0-9]+) .*/\1 \2 \3/p' "$work/err" | sort | paste -sd'|')
+    lama_lines=$(sed -nE 's/^lama-bind=1c layout=scbnh - (node[0-9]+), task +([0-9]+) +([0-9]+) .*/\1 \2 \3/p' "$work/err" | sort | paste -sd'|')
+    assert_eq "heterogeneous step: Slurm's verbose lines, by hand" \
+        "$(printf '%s\n' "${het[0]} 0 0" "${het[0]} 1 1" "${het[1]} 2 0" "${het[1]} 3 1" "node2 0 0" "node2 1 1" | sort | paste -sd'|')" "$slurm_lines" || return 1
+    assert_eq "heterogeneous step: LAMA's verbose lines as Slurm's" "$slurm_lines" "$lama_lines"
+}
+
 # --- the configuration matrix (tests/e2e/matrix.sh runs each on its docker/configs/ row) -------
 
 # The value of KEY in a member's slurm.conf: slurm_conf MEMBER KEY
@@ -1268,7 +1449,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil
     t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards
-    t_cpu_bind_and_lama
+    t_cpu_bind_and_lama t_topology_node_order
     t_daemons_still_up)
 
 # The tests that need no plugin (the brief's (a), (b), (c)).

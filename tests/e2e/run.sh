@@ -13,6 +13,8 @@
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/tests/lib.sh"
+# Every step placed by a layout also runs its tasks under `lama verify` (tests/lib.sh).
+verify_each=${LAMA_VERIFY_EACH:-1}
 cluster=$top/docker/cluster.sh
 nodes=(node1 node2 node3)
 flavour=${LAMA_SLURM:-24.11}

@@ -39,8 +39,8 @@ pub fn threads_per_core(m: &Machine) -> u32 {
         .max(1)
 }
 
-/// The hardware threads `cpus` CPUs of `unit` are on `m` (a core's threads each, where Slurm
-/// counts cores).
+/// The hardware threads `cpus` CPUs of `unit` are on `m` (a core's threads each, where CPUs
+/// are counted as cores).
 pub fn threads_needed(m: &Machine, cpus: u32, unit: CpuUnit) -> u32 {
     match unit {
         CpuUnit::Thread => cpus,

@@ -138,7 +138,7 @@ fn card_of_gpu(fs: &dyn NodeFiles, files: &[String]) -> Result<String, String> {
 
 /// The PCI bus id of each of the step's GPUs (`slurm`: `SLURM_STEP_GPUS`), in the same order,
 /// when Slurm numbers this node's GPUs by gres.conf's files; `None` when it numbers them by
-/// detection, in PCI bus order, or the node has no gres.conf (detection is then the only way
+/// detection, in PCI bus order, or gres.conf gives this node no GPU file (detection is then the only way
 /// Slurm has GPUs). `env` reads the step's environment (`SLURM_CONF`, beside which gres.conf is,
 /// also in configless mode); `node` is this node's `NodeName`, which gres.conf's `NodeName=`
 /// lines name.
@@ -165,8 +165,11 @@ pub fn step_cards(
     };
     let numbering =
         gpu_numbering(&text, node, &include).map_err(|e| format!("{e} ({})", gres.display()))?;
-    let GpuNumbering::Configured(files) = numbering else {
-        return Ok(None);
+    // A gres.conf that gives this node no GPU file leaves detection as the only way Slurm has
+    // its GPUs (Slurm 26.05 detects them when gres.conf names none).
+    let files = match numbering {
+        GpuNumbering::Configured(files) if !files.is_empty() => files,
+        _ => return Ok(None),
     };
     slurm
         .iter()
@@ -302,6 +305,9 @@ mod tests {
         let fs = nvidia("AutoDetect=nvml\n");
         assert_eq!(step_cards(env, "node1", &[0], &fs).unwrap(), None);
         let fs = Fake::default();
+        assert_eq!(step_cards(env, "node1", &[0], &fs).unwrap(), None);
+        // A gres.conf with GPU files for other nodes only: this node's GPUs are detected.
+        let fs = nvidia("NodeName=node9 Name=gpu File=/dev/nvidia[0-3]\n");
         assert_eq!(step_cards(env, "node1", &[0], &fs).unwrap(), None);
     }
 

@@ -166,7 +166,7 @@ pub fn step_cards(
     let numbering =
         gpu_numbering(&text, node, &include).map_err(|e| format!("{e} ({})", gres.display()))?;
     // A gres.conf that gives this node no GPU file leaves detection as the only way Slurm has
-    // its GPUs (Slurm 26.05 detects them when gres.conf names none).
+    // its GPUs.
     let files = match numbering {
         GpuNumbering::Configured(files) if !files.is_empty() => files,
         _ => return Ok(None),

@@ -352,9 +352,8 @@ fn slurm_node_name(spank: &SpankHandle) -> Result<String, String> {
         nodes: spank
             .job_nnodes()
             .map_err(|e| format!("S_JOB_NNODES: {e}"))?,
-        host: host_name(),
     };
-    node_name_of(|name| env(spank, name), &here)
+    node_name_of(|name| env(spank, name), &here, host_name)
 }
 
 /// The kernel's host name, short (up to the first dot).
@@ -365,19 +364,22 @@ fn host_name() -> String {
 }
 
 /// What `slurmstepd` says of this node in a step: `S_JOB_NODEID`, `S_JOB_ID`, `S_JOB_NNODES`
-/// (all of this node's component in a heterogeneous step), and the host name.
+/// (all of this node's component in a heterogeneous step).
 struct Here {
     id: u32,
     job: u32,
     nodes: u32,
-    host: String,
 }
 
 /// [`slurm_node_name`] from the step's environment (`env`). In a heterogeneous step Slurm sets
 /// `SLURM_STEP_NODELIST` to every component's nodes (`env_array_for_step`, `het_job_node_list`)
 /// while `S_JOB_NODEID` counts within this node's component, so the component's own list is
-/// read instead ([`component_node`]).
-fn node_name_of(env: impl Fn(&str) -> Option<String>, here: &Here) -> Result<String, String> {
+/// read instead ([`component_node`]); `host` gives the host name, asked only there.
+fn node_name_of(
+    env: impl Fn(&str) -> Option<String>,
+    here: &Here,
+    host: impl FnOnce() -> String,
+) -> Result<String, String> {
     let list =
         env("SLURM_STEP_NODELIST").ok_or("SLURM_STEP_NODELIST is not in the step's environment")?;
     if env("SLURM_HET_SIZE")
@@ -386,7 +388,7 @@ fn node_name_of(env: impl Fn(&str) -> Option<String>, here: &Here) -> Result<Str
     {
         return nth_node(&list, here.id);
     }
-    component_node(&env, here, &list)
+    component_node(&env, here, &list, host)
 }
 
 /// This node's name in a heterogeneous step: its component is the one whose
@@ -399,6 +401,7 @@ fn component_node(
     env: &impl Fn(&str) -> Option<String>,
     here: &Here,
     all: &str,
+    host: impl FnOnce() -> String,
 ) -> Result<String, String> {
     let size: u32 = env("SLURM_HET_SIZE")
         .or_else(|| env("SLURM_PACK_SIZE"))
@@ -423,8 +426,9 @@ fn component_node(
     if names.len() == here.nodes as usize {
         return nth_node(&list, here.id);
     }
-    if names.contains(&here.host) {
-        return Ok(here.host.clone());
+    let host = host();
+    if names.contains(&host) {
+        return Ok(host);
     }
     Err(format!(
         "this heterogeneous step runs on {} of its component {component}'s {} node(s) \
@@ -432,7 +436,7 @@ fn component_node(
          name ({}) tells which one this is",
         here.nodes,
         names.len(),
-        here.host
+        host
     ))
 }
 
@@ -478,29 +482,40 @@ mod tests {
     #[test]
     fn a_heterogeneous_steps_node_is_found_in_its_component() {
         use super::{node_name_of, Here};
-        let here = |job, id, nodes, host: &str| Here {
-            id,
-            job,
-            nodes,
-            host: host.into(),
-        };
+        let here = |job, id, nodes| Here { id, job, nodes };
+        let name = |h: &'static str| move || h.to_string();
         // By hand: node 0 of component 0 is node2 (S_JOB_NODEID 0 would be node1 in
         // SLURM_STEP_NODELIST); node 1 of component 1 is node3 (there, node2).
-        assert_eq!(node_name_of(het, &here(1, 0, 1, "x")).unwrap(), "node2");
-        assert_eq!(node_name_of(het, &here(2, 1, 2, "x")).unwrap(), "node3");
-        assert_eq!(node_name_of(het, &here(2, 0, 2, "x")).unwrap(), "node1");
+        assert_eq!(
+            node_name_of(het, &here(1, 0, 1), name("x")).unwrap(),
+            "node2"
+        );
+        assert_eq!(
+            node_name_of(het, &here(2, 1, 2), name("x")).unwrap(),
+            "node3"
+        );
+        assert_eq!(
+            node_name_of(het, &here(2, 0, 2), name("x")).unwrap(),
+            "node1"
+        );
         // A step on one of component 1's two nodes: the host name, where it is one of them.
-        assert_eq!(node_name_of(het, &here(2, 0, 1, "node3")).unwrap(), "node3");
-        let e = node_name_of(het, &here(2, 0, 1, "login")).unwrap_err();
+        assert_eq!(
+            node_name_of(het, &here(2, 0, 1), name("node3")).unwrap(),
+            "node3"
+        );
+        let e = node_name_of(het, &here(2, 0, 1), name("login")).unwrap_err();
         assert!(
             e.contains("runs on 1 of its component 1's 2 node(s) (node[1,3])"),
             "{e}"
         );
-        let e = node_name_of(het, &here(7, 0, 1, "x")).unwrap_err();
+        let e = node_name_of(het, &here(7, 0, 1), name("x")).unwrap_err();
         assert!(e.contains("no SLURM_JOB_ID_HET_GROUP_<i> is job 7"), "{e}");
         // Not heterogeneous: the step's list, by S_JOB_NODEID.
         let plain = |v: &str| (v == "SLURM_STEP_NODELIST").then(|| "node[1-3]".to_string());
-        assert_eq!(node_name_of(plain, &here(1, 0, 3, "x")).unwrap(), "node1");
+        assert_eq!(
+            node_name_of(plain, &here(1, 0, 3), name("x")).unwrap(),
+            "node1"
+        );
     }
 
     #[test]

@@ -678,7 +678,7 @@ pub fn placement_devices_text(p: &Placement<'_>, only: Option<u32>) -> String {
 }
 
 #[cfg(test)]
-mod wrap_tests {
+mod tests {
     use super::*;
 
     #[test]
@@ -700,11 +700,6 @@ mod wrap_tests {
         assert_eq!(wrap("one two three", 11), "one two\n  three");
         assert_eq!(wrap("a verylongword b", 5), "a\n  verylongword\n  b");
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn pictures_show_sockets_cores_and_availability() {

@@ -35,9 +35,9 @@ const MAX_INCLUDE_DEPTH: usize = 8;
 /// One line of gres.conf as `key=value` pairs, keys in lower case.
 type Record = Vec<(String, String)>;
 
-/// How slurmd on node `node` (its `NodeName`, `SLURMD_NODENAME`) numbers its GPUs, from the
-/// text of gres.conf; `include` returns the text of a file an `Include` line names. An error
-/// says which line could not be read.
+/// How slurmd on node `node` (its `NodeName`, which gres.conf's `NodeName=` lines name)
+/// numbers its GPUs, from the text of gres.conf; `include` returns the text of a file an
+/// `Include` line names. An error says which line could not be read.
 pub fn gpu_numbering(
     text: &str,
     node: &str,

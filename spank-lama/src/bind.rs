@@ -128,8 +128,6 @@ pub fn set_membind(policy: lama_engine::Membind, nodes: &CpuList) -> Result<CpuL
 mod tests {
     use super::*;
 
-    /// CPUs past 1,023 on a 4,096-CPU node: the mask grows to the highest CPU, each CPU's bit
-    /// where the kernel reads it (word c / 64, bit c % 64 on 64-bit Linux), checked by hand.
     /// NUMA nodes past 63 (a 128-node machine): each node's bit where the kernel reads it, and
     /// the spare bit `set_mempolicy` needs (node 127 takes a third word), checked by hand.
     #[test]
@@ -151,6 +149,8 @@ mod tests {
         assert_eq!(node_mask(&CpuList::default()), None);
     }
 
+    /// CPUs past 1,023 on a 4,096-CPU node: the mask grows to the highest CPU, each CPU's bit
+    /// where the kernel reads it (word c / 64, bit c % 64 on 64-bit Linux), checked by hand.
     #[test]
     fn masks_past_1024_cpus() {
         let cpus = CpuList::parse("1,1023-1024,4094-4095").unwrap();

@@ -24,6 +24,7 @@ pub mod request;
 pub mod slurm_conf;
 pub mod step;
 pub mod step_cpus;
+pub mod step_node;
 pub mod submit;
 pub mod task;
 pub mod task_env;

@@ -7,6 +7,7 @@ use crate::placement::{self, TaskPlacement};
 use crate::plan_file::{self, PlanRef, PLAN_FILE_VARIABLE, PLAN_VARIABLE};
 use crate::request::{StepRequest, UserOptions};
 use crate::step_cpus::{self, StepCpus};
+use crate::step_node::{het_plan_ranks, is_het, slurm_node_name};
 use crate::{gpus, inherited, topology};
 use lama_engine::{Bind, CpuList, Membind};
 use lama_planfile::PlanFile;
@@ -35,6 +36,9 @@ pub enum Step {
         verbose: bool,
         /// One per local task, by local task id.
         tasks: Vec<TaskPlacement>,
+        /// In a heterogeneous step: each task's `SLURM_PROCID` must be the rank its
+        /// placement is for (see [`het_plan_ranks`](crate::step_node::het_plan_ranks)).
+        check_procid: bool,
     },
 }
 
@@ -308,8 +312,6 @@ pub fn by_plan(
     let step = spank.job_stepid().map_err(|e| e.to_string())?;
     let cpus: CpuList =
         step_cpus::here(spank, &resolved.machine, job, step).map_err(StepError::CpusUnknown)?;
-    let globals = global_ranks(spank)?;
-    let total = spank.job_total_task_count().map_err(|e| e.to_string())?;
     let verbose = user.verbose || site.verbose;
     // Plans name Slurm's nodes, which need not be the kernel's host names. Only this node's
     // lines are expanded, each CPU bounded by the node's before it is (the text is the user's).
@@ -323,6 +325,22 @@ pub fn by_plan(
         .unwrap_or(0);
     let file = PlanFile::parse_for_node(&text, &slurm_node, cpu_bound)
         .map_err(|e| format!("the plan is malformed: {e}"))?;
+    let het = is_het(|name| env(spank, name));
+    let (globals, total) = if het {
+        let local = spank.job_local_task_count().map_err(|e| e.to_string())?;
+        let ranks: Vec<u32> = file.here.iter().map(|(r, _)| *r).collect();
+        het_plan_ranks(
+            &ranks,
+            local,
+            &slurm_node,
+            env(spank, "SLURM_STEP_NUM_TASKS"),
+        )?
+    } else {
+        (
+            global_ranks(spank)?,
+            spank.job_total_task_count().map_err(|e| e.to_string())?,
+        )
+    };
     let here = plan_file::StepHere {
         node: &slurm_node,
         globals: &globals,
@@ -336,211 +354,6 @@ pub fn by_plan(
         membind,
         verbose,
         tasks,
+        check_procid: het,
     })
-}
-
-/// This node's name as Slurm knows it (its `NodeName`, which need not be the kernel's host
-/// name): its place in the step's node list (`S_JOB_NODEID` in `SLURM_STEP_NODELIST`), or in a
-/// heterogeneous step in its component's ([`component_node`]).
-fn slurm_node_name(spank: &SpankHandle) -> Result<String, String> {
-    let id = spank
-        .job_nodeid()
-        .map_err(|e| format!("S_JOB_NODEID: {e}"))?;
-    let here = Here {
-        id,
-        job: spank.job_id().map_err(|e| format!("S_JOB_ID: {e}"))?,
-        nodes: spank
-            .job_nnodes()
-            .map_err(|e| format!("S_JOB_NNODES: {e}"))?,
-    };
-    node_name_of(|name| env(spank, name), &here, host_name)
-}
-
-/// The kernel's host name, short (up to the first dot).
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().split('.').next().unwrap_or_default().to_string())
-        .unwrap_or_default()
-}
-
-/// What `slurmstepd` says of this node in a step: `S_JOB_NODEID`, `S_JOB_ID`, `S_JOB_NNODES`
-/// (all of this node's component in a heterogeneous step).
-struct Here {
-    id: u32,
-    job: u32,
-    nodes: u32,
-}
-
-/// [`slurm_node_name`] from the step's environment (`env`). In a heterogeneous step Slurm sets
-/// `SLURM_STEP_NODELIST` to every component's nodes (`env_array_for_step`, `het_job_node_list`)
-/// while `S_JOB_NODEID` counts within this node's component, so the component's own list is
-/// read instead ([`component_node`]); `host` gives the host name, asked only there.
-fn node_name_of(
-    env: impl Fn(&str) -> Option<String>,
-    here: &Here,
-    host: impl FnOnce() -> String,
-) -> Result<String, String> {
-    let list =
-        env("SLURM_STEP_NODELIST").ok_or("SLURM_STEP_NODELIST is not in the step's environment")?;
-    if env("SLURM_HET_SIZE")
-        .or_else(|| env("SLURM_PACK_SIZE"))
-        .is_none()
-    {
-        return nth_node(&list, here.id);
-    }
-    component_node(&env, here, &list, host)
-}
-
-/// This node's name in a heterogeneous step: its component is the one whose
-/// `SLURM_JOB_ID_HET_GROUP_<i>` is `S_JOB_ID`, and `S_JOB_NODEID` indexes that component's
-/// `SLURM_JOB_NODELIST_HET_GROUP_<i>` when the step runs on all of them (`S_JOB_NNODES` of
-/// them, as when srun makes the heterogeneous job). Otherwise the step runs on some of the
-/// component's nodes, which its environment does not list: the host name is taken where it is
-/// one of them, else the name is unknown and said so.
-fn component_node(
-    env: &impl Fn(&str) -> Option<String>,
-    here: &Here,
-    all: &str,
-    host: impl FnOnce() -> String,
-) -> Result<String, String> {
-    let size: u32 = env("SLURM_HET_SIZE")
-        .or_else(|| env("SLURM_PACK_SIZE"))
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or("SLURM_HET_SIZE is not a number")?;
-    let group = |what: &str, i: u32| {
-        env(&format!("{what}_HET_GROUP_{i}")).or_else(|| env(&format!("{what}_PACK_GROUP_{i}")))
-    };
-    let component = (0..size.min(1024))
-        .find(|&i| group("SLURM_JOB_ID", i).is_some_and(|j| j.trim() == here.job.to_string()))
-        .ok_or_else(|| {
-            format!(
-                "in this heterogeneous step no SLURM_JOB_ID_HET_GROUP_<i> is job {}, so this \
-                 node's component is unknown",
-                here.job
-            )
-        })?;
-    let list = group("SLURM_JOB_NODELIST", component).ok_or_else(|| {
-        format!("SLURM_JOB_NODELIST_HET_GROUP_{component} is not in the step's environment")
-    })?;
-    let names = lama_slurm::hostlist::expand(&list)?;
-    if names.len() == here.nodes as usize {
-        return nth_node(&list, here.id);
-    }
-    let host = host();
-    if names.contains(&host) {
-        return Ok(host);
-    }
-    Err(format!(
-        "this heterogeneous step runs on {} of its component {component}'s {} node(s) \
-         ({list}), and neither its node list ({all} holds every component's) nor this host's \
-         name ({}) tells which one this is",
-        here.nodes,
-        names.len(),
-        host
-    ))
-}
-
-/// The `id`th name of a Slurm hostlist.
-fn nth_node(list: &str, id: u32) -> Result<String, String> {
-    let names = lama_slurm::hostlist::expand(list)?;
-    names.get(id as usize).cloned().ok_or_else(|| {
-        // A job's node list can be hundreds of KB: named only when short.
-        let shown = if list.len() <= 200 {
-            format!(" ({list})")
-        } else {
-            String::new()
-        };
-        format!(
-            "S_JOB_NODEID {id} is beyond the step's {} node(s){shown}",
-            names.len()
-        )
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::nth_node;
-
-    /// The environment of the heterogeneous step `srun -w node2 -n1 : -w node1,node3 -N2 -n2`
-    /// as Slurm 24.11 set it on the cluster (component 0 is job 1 on node2, component 1 job 2
-    /// on node1 and node3).
-    fn het(var: &str) -> Option<String> {
-        Some(
-            match var {
-                "SLURM_STEP_NODELIST" => "node[1-3]",
-                "SLURM_HET_SIZE" => "2",
-                "SLURM_JOB_ID_PACK_GROUP_0" | "SLURM_JOB_ID_HET_GROUP_0" => "1",
-                "SLURM_JOB_ID_PACK_GROUP_1" => "2",
-                "SLURM_JOB_NODELIST_HET_GROUP_0" => "node2",
-                "SLURM_JOB_NODELIST_PACK_GROUP_1" => "node[1,3]",
-                _ => return None,
-            }
-            .to_string(),
-        )
-    }
-
-    #[test]
-    fn a_heterogeneous_steps_node_is_found_in_its_component() {
-        use super::{node_name_of, Here};
-        let here = |job, id, nodes| Here { id, job, nodes };
-        let name = |h: &'static str| move || h.to_string();
-        // By hand: node 0 of component 0 is node2 (S_JOB_NODEID 0 would be node1 in
-        // SLURM_STEP_NODELIST); node 1 of component 1 is node3 (there, node2).
-        assert_eq!(
-            node_name_of(het, &here(1, 0, 1), name("x")).unwrap(),
-            "node2"
-        );
-        assert_eq!(
-            node_name_of(het, &here(2, 1, 2), name("x")).unwrap(),
-            "node3"
-        );
-        assert_eq!(
-            node_name_of(het, &here(2, 0, 2), name("x")).unwrap(),
-            "node1"
-        );
-        // A step on one of component 1's two nodes: the host name, where it is one of them.
-        assert_eq!(
-            node_name_of(het, &here(2, 0, 1), name("node3")).unwrap(),
-            "node3"
-        );
-        let e = node_name_of(het, &here(2, 0, 1), name("login")).unwrap_err();
-        assert!(
-            e.contains("runs on 1 of its component 1's 2 node(s) (node[1,3])"),
-            "{e}"
-        );
-        let e = node_name_of(het, &here(7, 0, 1), name("x")).unwrap_err();
-        assert!(e.contains("no SLURM_JOB_ID_HET_GROUP_<i> is job 7"), "{e}");
-        // Not heterogeneous: the step's list, by S_JOB_NODEID.
-        let plain = |v: &str| (v == "SLURM_STEP_NODELIST").then(|| "node[1-3]".to_string());
-        assert_eq!(
-            node_name_of(plain, &here(1, 0, 3), name("x")).unwrap(),
-            "node1"
-        );
-    }
-
-    #[test]
-    fn the_node_is_found_by_its_place_in_the_step() {
-        assert_eq!(nth_node("c[01-03],gpu7", 1).unwrap(), "c02");
-        assert_eq!(nth_node("c[01-03],gpu7", 3).unwrap(), "gpu7");
-        let e = nth_node("c[01-03]", 3).unwrap_err();
-        assert_eq!(
-            e,
-            "S_JOB_NODEID 3 is beyond the step's 3 node(s) (c[01-03])"
-        );
-        assert!(nth_node("c[01-", 0).is_err());
-    }
-
-    /// A step over 100,000 scattered nodes: its node list (about 700 KB) is within the
-    /// environment bound and each node finds its name.
-    #[test]
-    fn a_node_list_of_a_hundred_thousand_scattered_nodes() {
-        let ids: Vec<String> = (0..100_000).map(|i| format!("{:06}", 2 * i + 1)).collect();
-        let list = format!("nid[{}]", ids.join(","));
-        assert!(list.len() > 600_000);
-        let kept = crate::bounded::env_value(Some(list)).expect("within the bound");
-        assert_eq!(nth_node(&kept, 0).unwrap(), "nid000001");
-        assert_eq!(nth_node(&kept, 99_999).unwrap(), "nid199999");
-        let e = nth_node(&kept, 100_000).unwrap_err();
-        assert_eq!(e, "S_JOB_NODEID 100000 is beyond the step's 100000 node(s)");
-    }
 }

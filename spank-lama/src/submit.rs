@@ -62,11 +62,17 @@ fn carried_ranks() -> Option<usize> {
 }
 
 /// `local_user_init` in srun, once the step's size is known and before it is launched: a plan
-/// for another number of ranks is refused.
+/// for another number of ranks is refused. Not in a heterogeneous step (srun sets
+/// `SLURM_HET_SIZE`): there `S_JOB_TOTAL_TASK_COUNT` is one component's count, and each node
+/// checks the plan against the step's count and every task's rank before any task runs
+/// ([`crate::step_node::het_plan_ranks`]).
 pub fn check_plan_size(spank: &SpankHandle) -> Result<(), String> {
     let Some(path) = user_options(spank).plan else {
         return Ok(());
     };
+    if crate::step_node::is_het(|name| std::env::var(name).ok()) {
+        return Ok(());
+    }
     if let (Some(ranks), Ok(total)) = (carried_ranks(), spank.job_total_task_count()) {
         if ranks != total as usize {
             return Err(format!(

@@ -99,9 +99,14 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
             membind,
             verbose,
             tasks,
+            check_procid,
         } => {
             let (local, task) = this_task(spank, tasks)?;
             let fail = |e: String| format!("lama: {node}: task {}: {e}", task.global);
+            if *check_procid {
+                let procid = spank.getenv("SLURM_PROCID").ok().flatten();
+                procid_is(procid.as_deref(), task.global).map_err(fail)?;
+            }
             bind::set_affinity(&task.cpus).map_err(fail)?;
             let mems = match *membind != Membind::None && !task.mems.is_empty() {
                 true => Some(bind::set_membind(*membind, &task.mems).map_err(fail)?),
@@ -131,6 +136,25 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
             }
             Ok(())
         }
+    }
+}
+
+/// That the task Slurm started is the rank the plan placed it as: its `SLURM_PROCID` (`procid`)
+/// is `rank`. In a heterogeneous step a node's tasks were given the plan's ranks there in
+/// order ([`crate::step_node::het_plan_ranks`]); Slurm's own rank is known only now.
+fn procid_is(procid: Option<&str>, rank: u32) -> Result<(), String> {
+    match procid.map(|p| p.trim().parse::<u32>()) {
+        Some(Ok(p)) if p == rank => Ok(()),
+        Some(Ok(p)) => Err(format!(
+            "Slurm started rank {p} here where the plan has rank {rank}: in a heterogeneous \
+             step the ranks follow the components in order; make the plan put on each node \
+             the ranks Slurm gives it"
+        )),
+        _ => Err(format!(
+            "SLURM_PROCID is {} in this task's environment, so it cannot be checked to be the \
+             plan's rank {rank}",
+            procid.map_or("not set".to_string(), |p| format!("'{p}'"))
+        )),
     }
 }
 
@@ -240,5 +264,19 @@ mod tests {
         assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
         let e = unit_of_slurms_gpus(&tasks, 0, Some("x")).unwrap_err();
         assert!(e.contains("is not a GPU index"), "{e}");
+    }
+
+    #[test]
+    fn a_planned_task_is_the_rank_slurm_started() {
+        assert!(procid_is(Some("4"), 4).is_ok());
+        let e = procid_is(Some("2"), 4).unwrap_err();
+        assert!(
+            e.starts_with("Slurm started rank 2 here where the plan has rank 4"),
+            "{e}"
+        );
+        let e = procid_is(None, 4).unwrap_err();
+        assert!(e.starts_with("SLURM_PROCID is not set"), "{e}");
+        let e = procid_is(Some("x"), 4).unwrap_err();
+        assert!(e.starts_with("SLURM_PROCID is 'x'"), "{e}");
     }
 }

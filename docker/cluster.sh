@@ -39,6 +39,12 @@ project=${LAMA_CLUSTER:-$default_project}
 if [ "$project" == spank-lama ]; then stage=$build/lama; else stage=$build/lama-$project; fi
 mkdir -p "$stage"
 members=(slurmctld node1 node2 node3)
+# The nodes a configuration row adds (its "add-node NAME" lines, docker/configs/many-nodes.conf):
+# compose.yaml's services of the profile many-nodes.
+extra_profile=many-nodes
+extra_nodes() { awk '$1 == "add-node" { print $2 }' "$stage/config.overlay" 2>/dev/null; }
+mapfile -t added < <(extra_nodes)
+members+=("${added[@]}")
 
 base_packages="slurmd,slurmctld,slurm-client,munge,hwloc,libhwloc15,libslurm-dev,procps,iproute2,util-linux,ca-certificates,man-db"
 # src-24.11: the run-time base has no Debian Slurm package, only what the source-built Slurm
@@ -159,7 +165,15 @@ cmd_plugin() {
     install -m 0755 "$top/scripts/install-plugin.sh" "$stage/install-plugin.sh"
 }
 
+# docker compose on this cluster's project; with the profile of the extra nodes when the
+# staged row adds nodes (compose_all: always, so that they are also stopped and removed).
 compose() {
+    local profiles=
+    [ ${#added[@]} -eq 0 ] || profiles=$extra_profile
+    COMPOSE_PROFILES=$profiles compose_with "$@"
+}
+compose_all() { COMPOSE_PROFILES=$extra_profile compose_with "$@"; }
+compose_with() {
     LAMA_NODE_IMAGE=$(cat "$build/node-image") LAMA_STAGE=$stage \
         docker compose -p "$project" -f "$here/compose.yaml" "$@"
 }
@@ -205,7 +219,14 @@ cmd_up() {
     else
         rm -f "$stage/config.overlay"
     fi
-    log "starting the Slurm $flavour cluster ($project)"
+    # The nodes this row adds; those of an earlier row that this one does not have are removed.
+    mapfile -t added < <(extra_nodes)
+    members=(slurmctld node1 node2 node3 "${added[@]}")
+    local extra
+    for extra in $(compose_all config --services); do
+        [[ " ${members[*]} " == *" $extra "* ]] || compose_all rm -sf "$extra" >/dev/null 2>&1 || true
+    done
+    log "starting the Slurm $flavour cluster ($project${added[*]:+, with ${added[*]}})"
     local t0=$SECONDS
     compose up -d --force-recreate --remove-orphans --quiet-pull >&2
     wait_healthy
@@ -217,7 +238,7 @@ case "${1:-}" in
     build) cmd_build ;;
     plugin) cmd_plugin ;;
     up) cmd_up ;;
-    down) [ -f "$build/node-image" ] && compose down -t 2 --remove-orphans ;;
+    down) [ -f "$build/node-image" ] && compose_all down -t 2 --remove-orphans ;;
     exec)
         shift
         user=()

@@ -48,8 +48,11 @@ start_munge() {
 # key (replacing the line that sets it, else appended), "node NAME KEY=VALUE" adds to that
 # node's NodeName line, "plugstack optional" makes the plugin line optional, "host-topology
 # NAME" lets that node's slurmd (and the plugin) discover the host's real topology instead of
-# its made-up XML (benchmarks of live discovery; NAME's slurm.conf line must match the host). Applied on every
-# member so that all daemons read the same configuration.
+# its made-up XML (benchmarks of live discovery; NAME's slurm.conf line must match the host),
+# "add-node NAME KEY=VALUE..." adds a node (NodeName=NAME KEY=VALUE..., before the partitions;
+# its container is a service of compose.yaml's profile many-nodes, its topology NAME.xml from
+# topologies.txt), "partition NAME KEY=VALUE..." adds a partition. Applied on every member so
+# that all daemons read the same configuration.
 host_topology=  # the nodes that discover the host's real topology (host-topology NAME)
 apply_overlay() {
     local overlay=/opt/lama/config.overlay what a b key
@@ -67,6 +70,11 @@ apply_overlay() {
                 ;;
             node) sed -i "s|^NodeName=$a .*|& $b|" /etc/slurm/slurm.conf ;;
             host-topology) host_topology+=" $a" ;;
+            add-node)
+                grep -q "^NodeName=$a " /etc/slurm/slurm.conf \
+                    || sed -i "0,/^PartitionName=/s|^PartitionName=|NodeName=$a $b\n&|" /etc/slurm/slurm.conf
+                ;;
+            partition) grep -q "^PartitionName=$a " /etc/slurm/slurm.conf || echo "PartitionName=$a $b" >> /etc/slurm/slurm.conf ;;
             plugstack)
                 [ -f /etc/slurm/plugstack.conf.d/lama.conf ] && sed -i "s|^required |$a |" /etc/slurm/plugstack.conf.d/lama.conf
                 ;;

@@ -17,8 +17,9 @@ declare -A tests_of=(
     [contain-spank]="t_bind_core t_membind t_plan_ring_and_stencil t_bad_input_fails_before_launch"
     [optional]="t_row_optional t_bind_core"
     [contain-devices]="t_row_contain_devices t_gpu_placement"
+    [many-nodes]="t_row_many_nodes"
 )
-rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional contain-devices)
+rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional contain-devices many-nodes)
 [ $# -gt 0 ] && rows=("$@")
 
 passed=0 failed=0

@@ -16,7 +16,6 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 # Every step placed by a layout also runs its tasks under `lama verify` (tests/lib.sh).
 verify_each=${LAMA_VERIFY_EACH:-1}
 cluster=$top/docker/cluster.sh
-nodes=(node1 node2 node3)
 flavour=${LAMA_SLURM:-24.11}
 # The Slurm release (src-24.11 is 24.11 built from source).
 slurm_release=${flavour#src-}
@@ -41,6 +40,13 @@ esac
 
 # Runs a command as the unprivileged user on the controller (the submit host).
 as_user() { "$cluster" exec -u tester slurmctld "$@"; }
+# The cluster's nodes: node1-node3, and node4-node8 with the row many-nodes (sinfo -N lists a
+# node once per partition).
+mapfile -t nodes < <(as_user sinfo -h -N -o %N | sort -uV)
+[ ${#nodes[@]} -ge 3 ] || { echo "e2e: sinfo lists no nodes: is the cluster up?" >&2; exit 1; }
+# What sinfo says when every node is idle.
+all_idle=$(printf '%s idle ' "${nodes[@]}")
+node_states() { as_user sinfo -h -N -o '%N %T' | sort -uV | tr '\n' ' '; }
 
 # Runs BODY (shell lines) as a batch job with SBATCH-ARGS and waits; the output (from the job's
 # first node, NODE) lands in $work/out, task report lines only, sorted by rank.
@@ -51,7 +57,7 @@ run_batch() { # NODE BODY SBATCH-ARGS...
     on "$node" cat /tmp/lama-batch.out | grep -E '^[0-9]+ ' | sort -n > "$work/out"
 }
 
-nodes_idle() { [ "$(as_user sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')" == "node1 idle node2 idle node3 idle " ]; }
+nodes_idle() { [ "$(node_states)" == "$all_idle" ]; }
 # The cpuset.cpus of a job's cgroup (cgroup v1, task/cgroup) on NODE: job_cpuset NODE JOBID.
 # Under slurm_NODE/ where Slurm is built with --enable-multiple-slurmd (Debian's), slurm/ where
 # it is not (the source-built one).
@@ -832,6 +838,37 @@ t_odd_environment() {
     assert_eq "the batch step" "0 1" "$(on node3 sort -n /tmp/odd.out | tr '\n' ' ' | sed 's/ $//')"
 }
 
+t_plan_in_heterogeneous_step() {
+    # A plan over the heterogeneous step `srun -w node2 -n2 : -w node1,node3 -N2 -n4`. Slurm
+    # numbers component 0's tasks 0-1 (node2) and component 1's 2-5 (2,3 on node1, 4,5 on
+    # node3), while slurmstepd counts each component's own from 0: the plan's ranks are the
+    # step's. Each node's CPUs reversed (rank 0 on CPU 1), which no layout gives.
+    printf 'lama-plan 1\nranks 6\n' > "$work/het.lama"
+    printf 'rank %s %s pu %s cpus %s\n' 0 node2 1 1  1 node2 0 0  2 node1 1 1  3 node1 0 0  4 node3 1 1  5 node3 0 0 \
+        >> "$work/het.lama"
+    [ "$(grep -c '^rank [0-5] node[1-3] pu [01] cpus [01]$' "$work/het.lama")" == 6 ] || fail "the plan: $(cat "$work/het.lama")" || return 1
+    as_user sh -c 'cat > /tmp/het.lama' < "$work/het.lama" || return 1
+    local p=(--lama-plan=/tmp/het.lama --lama-verbose)
+    as_user timeout 120 srun -w node2 -n2 "${p[@]}" bash -c "$task_report" : -w node1,node3 -N2 -n4 "${p[@]}" bash -c "$task_report" \
+        > "$work/out" 2> "$work/err" || fail "the heterogeneous step with a plan failed: $(cat "$work/err")" || return 1
+    sort -n -o "$work/out" "$work/out"
+    report_complete 6 || return 1
+    assert_eq "each task as planned (by hand)" "node2:1 node2:0 node1:1 node1:0 node3:1 node3:0" "$(actual_cpus)" || return 1
+    assert_eq "as the plan says" "$(planned_cpus het)" "$(actual_cpus)" || return 1
+    assert_eq "verbose lines" 6 "$(grep -c '^lama-plan - node[1-3], task ' "$work/err")" || return 1
+    # Ranks 0-1 on node1 and 2-3 on node2: as many tasks per node as Slurm starts, but not the
+    # ranks it gives there. Each task's SLURM_PROCID is checked: none of theirs runs (node3's,
+    # planned as Slurm numbers them, may run before the step is stopped).
+    sed -e 's/^rank \([0-1]\) node2 /rank \1 nodeX /' -e 's/^rank \([2-3]\) node1 /rank \1 node2 /' -e 's/ nodeX / node1 /' \
+        "$work/het.lama" | as_user sh -c 'cat > /tmp/het-swapped.lama' || return 1
+    p=(--lama-plan=/tmp/het-swapped.lama)
+    as_user timeout 120 srun -w node2 -n2 "${p[@]}" bash -c "$task_report" : -w node1,node3 -N2 -n4 "${p[@]}" bash -c "$task_report" \
+        > "$work/out" 2> "$work/err" && { fail "a plan against Slurm's ranks ran: $(cat "$work/out")"; return 1; }
+    grep -qE "node2: task [23]: Slurm started rank [01] here where the plan has rank [23]" "$work/err" \
+        || fail "swapped ranks: $(head -c 800 "$work/err")" || return 1
+    assert_empty "tasks that ran on node1 or node2" "$(grep -E '^[0-9]+ node[12] ' "$work/out")"
+}
+
 t_bad_plan_refused() {
     plan_for ring6 "$(printf '0 1 1\n1 2 1\n2 3 1\n3 4 1\n4 5 1\n5 0 1\n')" || return 1
     # A plan edited by hand into nonsense: refused before launch, with its line.
@@ -1430,11 +1467,45 @@ t_fault_task_rebinds_itself() {
     assert_eq "exec taskset" "1" "$(cut -f2 "$work/t1")"
 }
 
+t_row_many_nodes() {
+    # Eight nodes (docker/configs/many-nodes.conf): the partition many holds node1-node8, of
+    # three shapes (two sockets of one core; one core of two threads; one socket of two cores).
+    assert_eq "the partition many" "node1 node2 node3 node4 node5 node6 node7 node8" \
+        "$(as_user sinfo -h -p many -N -o %N | sort -uV | paste -sd' ')" || return 1
+    # One `lama map` over the eight nodes prints exactly each task's CPUs: srun deals 13
+    # tasks of whole nodes block-wise and cyclically, each node places its own.
+    local m
+    for m in "" cyclic; do
+        run_srun -p many --exclusive -N8 -n13 ${m:+-m "$m"} --lama-map=scbnh \
+            || fail "srun -N8 -n13 -m ${m:-default} failed: $(cat "$work/err")" || return 1
+        assert_eq "srun -N8 -n13 -m ${m:-default}" "$(preview --map scbnh ${m:+-d "$m"})" "$(actual_cpus)" || return 1
+    done
+    # By hand, cyclic: ranks 0-7 one on each node, 8-12 the second task of node1-node5. Two
+    # tasks on a node take its two sockets, threads or cores (CPU 0, then 1); a node's one
+    # task a core: CPU 0, or both threads of node8's one core.
+    assert_eq "cyclic by hand" "node1:0 node2:0 node3:0 node4:0 node5:0 node6:0 node7:0 node8:0-1 node1:1 node2:1 node3:1 node4:1 node5:1" \
+        "$(actual_cpus)" || return 1
+    # A plan of 1,000 ranks over the eight nodes (125 each, oversubscribed): rank i on node
+    # 1 + i mod 8, CPU (i * 7 mod 3) mod 2, through -m arbitrary and the plan's hosts.
+    awk 'BEGIN { print "lama-plan 1"; print "ranks 1000";
+                 for (i = 0; i < 1000; i++) { c = (i * 7 % 3) % 2; printf "rank %d node%d pu %d cpus %d\n", i, 1 + i % 8, c, c } }' \
+        > "$work/eight.lama"
+    awk '$1 == "rank" { print $3 }' "$work/eight.lama" > "$work/eight.hosts"
+    as_user sh -c 'cat > /tmp/eight.lama' < "$work/eight.lama" && as_user sh -c 'cat > /tmp/eight.hosts' < "$work/eight.hosts" || return 1
+    as_user salloc -p many -N8 -n16 env SLURM_HOSTFILE=/tmp/eight.hosts srun -m arbitrary -n1000 --overcommit --lama-plan=/tmp/eight.lama \
+        bash -c 'echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2)"' > "$work/out" 2> "$work/err" \
+        || fail "srun -n1000 --lama-plan over eight nodes failed: $(head -c 500 "$work/err")" || return 1
+    sort -n -o "$work/out" "$work/out"
+    report_complete 1000 || return 1
+    # By hand: ranks 0-3 on node1-node4, CPUs 0, 1, 0, 0 (0, 7, 14, 21 mod 3 = 0, 1, 2, 0).
+    assert_eq "ranks 0-3" "0 node1 0|1 node2 1|2 node3 0|3 node4 0" "$(head -4 "$work/out" | paste -sd'|')" || return 1
+    assert_eq "each rank as planned" "$(awk '$1 == "rank" { print $2, $3, $7 }' "$work/eight.lama")" "$(cat "$work/out")"
+}
+
 t_daemons_still_up() {
     local state
     wait_for 60 nodes_idle
-    state=$(as_user sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')
-    assert_eq "nodes" "node1 idle node2 idle node3 idle " "$state" || return 1
+    assert_eq "nodes" "$all_idle" "$(node_states)" || return 1
     local m
     for m in slurmctld "${nodes[@]}"; do
         if on "$m" sh -c 'cat /var/log/slurm/*.log' | grep -E 'fatal|Segmentation|panicked|Caught panic' >&2; then
@@ -1451,7 +1522,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil
-    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards
+    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_plan_in_heterogeneous_step t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards
     t_cpu_bind_and_lama t_topology_node_order
     t_daemons_still_up)
 

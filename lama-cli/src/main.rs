@@ -463,7 +463,19 @@ pub(crate) fn print(text: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A topology: an hwloc XML file, a synthetic description, `host`, or the machine text of the
+/// plugin's topology cache (`lama_topology.machine`, what steps read).
 pub(crate) fn load(spec: &str) -> Result<Machine, Failure> {
+    let path = std::path::Path::new(spec);
+    if spec.ends_with(".machine") && path.is_file() {
+        let text = lama_hwloc::read_bounded(path, lama_hwloc::MAX_XML_BYTES)
+            .map_err(|e| Failure::Usage(format!("{spec}: {e}")))?;
+        let name = path
+            .file_name()
+            .map_or_else(|| spec.to_string(), |n| n.to_string_lossy().into());
+        return Machine::from_text(&name, &text)
+            .map_err(|e| Failure::Usage(format!("{spec}: {e}")));
+    }
     lama_hwloc::load(&Source::from_spec(spec)).map_err(|e| Failure::Usage(e.to_string()))
 }
 

@@ -35,6 +35,7 @@ pub mod diag;
 pub mod gpu;
 pub mod hybrid;
 pub mod level;
+pub mod machine_text;
 pub mod place;
 pub mod render;
 pub mod spec;

@@ -291,6 +291,12 @@ impl Machine {
         &self.devices
     }
 
+    /// The same machine without its devices, as a topology loaded without I/O objects is.
+    pub fn without_devices(mut self) -> Machine {
+        self.devices.clear();
+        self
+    }
+
     /// OS indexes of the available PUs.
     pub fn available(&self) -> CpuList {
         CpuList::from_cpus(self.pus.iter().filter(|p| p.available).map(|p| p.os))

@@ -203,3 +203,31 @@ fn numa_nodes_of_bindings_on_multi_numa_machines() {
         assert_eq!(all.len(), numa, "{name}");
     }
 }
+
+/// Every real machine, and every GPU and NIC node of `io/`, reads back from LAMA's machine text
+/// (`Machine::to_text`, what a step reads from LAMA's topology cache) as exactly the machine
+/// hwloc loaded: PUs, every level's objects, devices, offline CPUs and CPU kinds.
+#[test]
+fn every_machine_reads_back_from_its_text() {
+    let Some(dir) = folder() else { return };
+    let mut seen = 0;
+    for sub in [dir.clone(), dir.join("io")] {
+        let Ok(entries) = std::fs::read_dir(&sub) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "xml") {
+                continue;
+            }
+            let Ok(m) = load(&Source::Xml(path.clone())) else {
+                continue;
+            };
+            let back = Machine::from_text(m.name(), &m.to_text())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(back, m, "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 10, "only {seen} machines were read");
+}

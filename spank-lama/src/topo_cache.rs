@@ -139,8 +139,24 @@ pub struct Exported {
     pub millis: u128,
 }
 
+/// Where the machine text of the cache at `xml` is written ([`export`]): beside it, `.machine`
+/// for `.xml` (`lama_topology.machine`), else `.machine` added to its name.
+pub fn machine_path(xml: &Path) -> std::path::PathBuf {
+    match xml.extension() {
+        Some(e) if e == "xml" => xml.with_extension("machine"),
+        _ => {
+            let mut name = xml.as_os_str().to_os_string();
+            name.push(".machine");
+            name.into()
+        }
+    }
+}
+
 /// Exports this node's topology (`xml` performs the discovery and export; a parameter so
-/// tests need no particular host) to `path`.
+/// tests need no particular host) to `path`, and the same machine as text to
+/// [`machine_path`]: steps read that text without hwloc, whose start in each new process
+/// (loading its plugins) costs milliseconds, more than reading and placing a small node. When
+/// the text cannot be written, an older one is removed so that no step reads it.
 pub fn export(
     path: &Path,
     xml: impl FnOnce() -> Result<String, lama_hwloc::LoadError>,
@@ -153,8 +169,19 @@ pub fn export(
             .map_err(|e| format!("not written, steps would not trust it: {e}"))?;
     }
     let text = xml().map_err(|e| format!("cannot discover this node's topology: {e}"))?;
+    let machine = machine_path(path);
+    let native = lama_hwloc::load_xml_text(&text, &machine, lama_hwloc::Io::Keep)
+        .map_err(|e| e.to_string())
+        .and_then(|m| {
+            write_atomically(&machine, m.to_text().as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", machine.display()))
+        });
+    if native.is_err() {
+        let _ = fs::remove_file(&machine);
+    }
     write_atomically(path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    native?;
     Ok(Exported {
         bytes: text.len(),
         millis: start.elapsed().as_millis(),
@@ -182,12 +209,20 @@ mod tests {
         assert_eq!(meta.len() as usize, done.bytes);
         let machine = lama_hwloc::load(&Source::Xml(path.clone())).unwrap();
         assert_eq!(machine.pus().len(), 8);
+        // Its machine text beside it, the same machine, also mode 0644.
+        let text_path = dir.path().join("lama_topology.machine");
+        let meta = std::fs::metadata(&text_path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+        let text = std::fs::read_to_string(&text_path).unwrap();
+        let back = lama_engine::Machine::from_text("lama_topology.machine", &text).unwrap();
+        assert_eq!(back.to_text(), machine.to_text());
         // No temporary file is left behind.
-        let names: Vec<_> = std::fs::read_dir(dir.path())
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("lama_topology.xml")]);
+        names.sort();
+        assert_eq!(names, ["lama_topology.machine", "lama_topology.xml"]);
     }
 
     #[test]

@@ -85,6 +85,29 @@ fn from_text(
     checked(machine, path, online, needs, gpus)
 }
 
+/// [`from_text`] for LAMA's machine text (`lama_engine::machine_text`), read without hwloc;
+/// its devices are kept only for a step that places by GPU, as an XML's I/O objects are.
+fn from_machine_text(
+    path: &Path,
+    text: &str,
+    online: &CpuList,
+    needs: &[Level],
+    gpus: bool,
+) -> Result<Machine, String> {
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into(),
+    );
+    let machine =
+        Machine::from_text(&name, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let machine = if gpus {
+        machine
+    } else {
+        machine.without_devices()
+    };
+    checked(machine, path, online, needs, gpus)
+}
+
 /// `machine`, read from `path`, if it describes this node and has what the step needs.
 fn checked(
     machine: Machine,
@@ -186,19 +209,33 @@ pub fn node_topology_with(
         Some(Err(why)) => skipped.push(format!("admin topology: {why}")),
         None => {}
     }
+    // LAMA's machine text first: read without hwloc, it costs a step microseconds where an XML
+    // costs milliseconds (topo_cache::export). It is written with LAMA's XML cache, when
+    // slurmd starts, as Slurm writes its own.
+    let cache = site.topology_cache_path();
     let caches = [
+        (
+            "LAMA's cached machine",
+            cache
+                .clone()
+                .map(|p| p.map(|p| crate::topo_cache::machine_path(&p))),
+            SourceKind::LamaCache as fn(_) -> _,
+            true,
+        ),
         (
             "Slurm's cached topology",
             site.slurm_xml_path(),
-            SourceKind::SlurmCache as fn(_) -> _,
+            SourceKind::SlurmCache,
+            false,
         ),
         (
             "LAMA's cached topology",
-            site.topology_cache_path(),
+            cache,
             SourceKind::LamaCache,
+            false,
         ),
     ];
-    for (what, path, kind) in caches {
+    for (what, path, kind, native) in caches {
         let path = match path {
             Ok(Some(path)) => path,
             Ok(None) => continue,
@@ -211,9 +248,10 @@ pub fn node_topology_with(
             skipped.push(format!("{what}: {} does not exist", path.display()));
             continue;
         }
-        match crate::topo_cache::read_trusted(&path)
-            .and_then(|text| from_text(&path, &text, online, needs, gpus))
-        {
+        match crate::topo_cache::read_trusted(&path).and_then(|text| match native {
+            true => from_machine_text(&path, &text, online, needs, gpus),
+            false => from_text(&path, &text, online, needs, gpus),
+        }) {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,
@@ -264,6 +302,72 @@ mod tests {
         lama_hwloc::export_xml(&Source::Synthetic(synthetic.into())).unwrap()
     }
 
+    /// What a resolution skipped, but LAMA's machine text where none was written (these
+    /// tests write XML files only).
+    fn xml_skipped(r: &Resolved) -> Vec<String> {
+        r.skipped
+            .iter()
+            .filter(|s| {
+                !(s.starts_with("LAMA's cached machine: ") && s.ends_with("does not exist"))
+            })
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn lamas_machine_text_comes_first_and_is_checked_like_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let xml = dir.path().join("lama_topology.xml");
+        crate::topo_cache::export(&xml, || Ok(xml_of("pack:2 core:2 pu:1"))).unwrap();
+        std::fs::write(
+            dir.path().join("hwloc_topo_whole.xml"),
+            xml_of("pack:1 core:2 pu:2"),
+        )
+        .unwrap();
+        let machine = dir.path().join("lama_topology.machine");
+        let online = CpuList::parse("0-3").unwrap();
+        let site = site(dir.path(), None);
+        // Before Slurm's cache and LAMA's XML, with the same machine as the XML.
+        let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
+        assert_eq!(r.source, SourceKind::LamaCache(machine.clone()));
+        assert!(r.skipped.is_empty(), "{:?}", r.skipped);
+        assert_eq!(r.machine.objects(Level::Socket).len(), 2);
+        let from_xml = lama_hwloc::load_whole_with(&Source::Xml(xml.clone()), Io::Skip).unwrap();
+        assert_eq!(r.machine.to_text(), from_xml.to_text());
+        // Stale (8 CPUs online), then damaged: skipped with the reason, Slurm's cache is next.
+        let eight = CpuList::parse("0-7").unwrap();
+        let r = node_topology(&site, "n", &eight, &[], live_marker).unwrap();
+        assert!(
+            r.skipped[0].starts_with("LAMA's cached machine: ")
+                && r.skipped[0].contains("is stale"),
+            "{:?}",
+            r.skipped
+        );
+        crate::topo_cache::write_atomically(&machine, b"lama-machine 1\npus\t0 x\n").unwrap();
+        let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
+        assert!(
+            matches!(r.source, SourceKind::SlurmCache(_)),
+            "{:?}",
+            r.skipped
+        );
+        assert_eq!(
+            r.skipped,
+            [format!(
+                "LAMA's cached machine: {}: line 2: 'x' is not a CPU",
+                machine.display()
+            )]
+        );
+        // A level the text lacks: skipped as an XML without it is.
+        crate::topo_cache::export(&xml, || Ok(xml_of("pack:2 core:2 pu:1"))).unwrap();
+        let needs = [Level::L2];
+        let r = node_topology(&site, "n", &online, &needs, live_marker).unwrap();
+        assert!(
+            r.skipped[0].contains("has no L2 cache level"),
+            "{:?}",
+            r.skipped
+        );
+    }
+
     fn live_marker() -> Result<Machine, LoadError> {
         Ok(Machine::synthetic("pu:1").unwrap())
     }
@@ -291,7 +395,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.source, SourceKind::Admin(dir.path().join("node7.xml")));
         assert_eq!(r.machine.pus().len(), 4);
-        assert!(r.skipped.is_empty());
+        assert!(xml_skipped(&r).is_empty());
     }
 
     #[test]
@@ -317,7 +421,7 @@ mod tests {
         let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
         assert_eq!(r.machine.pus().len(), 4);
-        assert_eq!(r.skipped.len(), 1);
+        assert_eq!(xml_skipped(&r).len(), 1);
         // Both: Slurm's comes first.
         std::fs::write(
             dir.path().join("hwloc_topo_whole.xml"),
@@ -331,14 +435,18 @@ mod tests {
         let two = CpuList::parse("0-1").unwrap();
         let r = node_topology(&site(dir.path(), None), "n", &two, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
-        assert!(r.skipped[1].contains("is stale"), "{:?}", r.skipped);
+        assert!(
+            xml_skipped(&r)[1].contains("is stale"),
+            "{:?}",
+            xml_skipped(&r)
+        );
         let off = SiteConfig {
             topology_cache: crate::config::SpoolFile::Off,
             ..site(dir.path(), None)
         };
         let r = node_topology(&off, "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
-        assert_eq!(r.skipped.len(), 1);
+        assert_eq!(xml_skipped(&r).len(), 1);
     }
 
     #[test]
@@ -361,16 +469,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.source, SourceKind::Live);
-        assert_eq!(r.skipped.len(), 3);
+        assert_eq!(xml_skipped(&r).len(), 3);
         assert!(
-            r.skipped[0].contains("is not a valid hwloc XML topology"),
+            xml_skipped(&r)[0].contains("is not a valid hwloc XML topology"),
             "{:?}",
-            r.skipped
+            xml_skipped(&r)
         );
         assert!(
-            r.skipped[1].contains("is stale: it describes CPUs 0-7, this node has CPUs 0-3 online"),
+            xml_skipped(&r)[1]
+                .contains("is stale: it describes CPUs 0-7, this node has CPUs 0-3 online"),
             "{:?}",
-            r.skipped
+            xml_skipped(&r)
         );
 
         // Missing admin file and cache.
@@ -385,16 +494,20 @@ mod tests {
         .unwrap();
         assert_eq!(r.source, SourceKind::Live);
         assert!(
-            r.skipped[0].contains("cannot read topology file"),
+            xml_skipped(&r)[0].contains("cannot read topology file"),
             "{:?}",
-            r.skipped
+            xml_skipped(&r)
         );
-        assert!(r.skipped[1].contains("does not exist"), "{:?}", r.skipped);
         assert!(
-            r.skipped[2].starts_with("LAMA's cached topology: ")
-                && r.skipped[2].contains("does not exist"),
+            xml_skipped(&r)[1].contains("does not exist"),
             "{:?}",
-            r.skipped
+            xml_skipped(&r)
+        );
+        assert!(
+            xml_skipped(&r)[2].starts_with("LAMA's cached topology: ")
+                && xml_skipped(&r)[2].contains("does not exist"),
+            "{:?}",
+            xml_skipped(&r)
         );
 
         // An unusable node name.
@@ -406,7 +519,7 @@ mod tests {
             live_marker,
         )
         .unwrap();
-        assert!(r.skipped[0].contains("cannot be used in a path"));
+        assert!(xml_skipped(&r)[0].contains("cannot be used in a path"));
     }
 
     #[test]
@@ -424,9 +537,9 @@ mod tests {
         } else {
             assert_eq!(r.source, SourceKind::Live);
             assert!(
-                r.skipped[0].contains("Permission denied"),
+                xml_skipped(&r)[0].contains("Permission denied"),
                 "{:?}",
-                r.skipped
+                xml_skipped(&r)
             );
         }
     }
@@ -463,12 +576,12 @@ mod tests {
         let r = node_topology(&site, "n", &online, &needs, live_marker).unwrap();
         assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
         assert_eq!(r.machine.objects(Level::L2).len(), 4);
-        assert_eq!(r.skipped.len(), 1, "{:?}", r.skipped);
+        assert_eq!(xml_skipped(&r).len(), 1, "{:?}", xml_skipped(&r));
         assert!(
-            r.skipped[0].starts_with("Slurm's cached topology: ")
-                && r.skipped[0].contains("has no L2 cache"),
+            xml_skipped(&r)[0].starts_with("Slurm's cached topology: ")
+                && xml_skipped(&r)[0].contains("has no L2 cache"),
             "{:?}",
-            r.skipped
+            xml_skipped(&r)
         );
         // An MPPR level counts too; a layout Slurm's file has is read from it.
         let mppr = needed_levels(
@@ -487,9 +600,9 @@ mod tests {
         assert!(
             matches!(r.source, SourceKind::SlurmCache(_)),
             "{:?}",
-            r.skipped
+            xml_skipped(&r)
         );
-        assert!(r.skipped.is_empty());
+        assert!(xml_skipped(&r).is_empty());
     }
 
     #[test]
@@ -508,11 +621,11 @@ mod tests {
         assert_eq!(needs, [Level::Die, Level::Socket, Level::Core]);
         let r = node_topology(&site(dir.path(), None), "n", &online, &needs, live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
-        assert_eq!(r.skipped.len(), 2, "{:?}", r.skipped);
+        assert_eq!(xml_skipped(&r).len(), 2, "{:?}", xml_skipped(&r));
         assert!(
-            r.skipped.iter().all(|s| s.contains("has no die")),
+            xml_skipped(&r).iter().all(|s| s.contains("has no die")),
             "{:?}",
-            r.skipped
+            xml_skipped(&r)
         );
     }
 
@@ -536,10 +649,10 @@ mod tests {
         let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
         assert!(
-            r.skipped[1].starts_with("LAMA's cached topology: ")
-                && r.skipped[1].contains("is writable by group or others (mode 0666)"),
+            xml_skipped(&r)[1].starts_with("LAMA's cached topology: ")
+                && xml_skipped(&r)[1].contains("is writable by group or others (mode 0666)"),
             "{:?}",
-            r.skipped
+            xml_skipped(&r)
         );
         // Its directory writable by the group.
         mode(&ours, 0o644);
@@ -547,9 +660,9 @@ mod tests {
         let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
         assert!(
-            r.skipped[1].contains("is writable by group or others (mode 0775)"),
+            xml_skipped(&r)[1].contains("is writable by group or others (mode 0775)"),
             "{:?}",
-            r.skipped
+            xml_skipped(&r)
         );
         mode(dir.path(), 0o755);
         // Slurm's file is held to the same rule.
@@ -558,15 +671,19 @@ mod tests {
         mode(&slurm, 0o646);
         let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
-        assert!(r.skipped[0].contains("mode 0646"), "{:?}", r.skipped);
+        assert!(
+            xml_skipped(&r)[0].contains("mode 0646"),
+            "{:?}",
+            xml_skipped(&r)
+        );
         // Owned by another user (only root can give a file away).
         if std::os::unix::fs::chown(&ours, Some(65534), None).is_ok() {
             let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
             assert_eq!(r.source, SourceKind::Live);
             assert!(
-                r.skipped[1].contains("is owned by uid 65534"),
+                xml_skipped(&r)[1].contains("is owned by uid 65534"),
                 "{:?}",
-                r.skipped
+                xml_skipped(&r)
             );
         } else {
             println!("not root: the owner check is not exercised");

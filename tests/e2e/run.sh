@@ -29,12 +29,10 @@ show_config() { on node1 scontrol show config | awk -v k="$1" '$1 == k { print $
 spool=$(show_config SlurmdSpoolDir)
 plugindir=$(show_config PluginDir)
 [ -n "$spool" ] && [ -n "$plugindir" ] || { echo "e2e: scontrol show config on node1 failed: is the cluster up?" >&2; exit 1; }
-# Where steps find the node's topology: Slurm's cached XML up to 24.11; from 25.05 on, Slurm no
-# longer writes it and LAMA's own cache, written when slurmd starts, is used.
-case $slurm_release in
-    24.11) step_source="Slurm's cached $spool/hwloc_topo_whole.xml" ;;
-    *) step_source="LAMA's cached $spool/lama_topology.xml" ;;
-esac
+# Where steps find the node's topology: the machine text of LAMA's own cache, written when
+# slurmd starts beside its XML and read without hwloc, before Slurm's cached XML (up to 24.11;
+# from 25.05 on Slurm no longer writes one) and LAMA's XML.
+step_source="LAMA's cached $spool/lama_topology.machine"
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -349,10 +347,11 @@ t_topology_cache() {
     assert_eq "placement" "node1:0 node1:1" "$(actual_cpus)" || return 1
     slurmd_log_since node1 "$n1" | grep -qF "source=$step_source" \
         || fail "$step_source was not used: $(slurmd_log_since node1 "$n1" | grep lama)" || return 1
-    if [ "$slurm_release" != 24.11 ]; then
-        slurmd_log_since node1 "$n1" | grep -qF "topology source skipped: Slurm's cached topology: $spool/hwloc_topo_whole.xml does not exist" \
-            || fail "no reason logged for Slurm's missing cache" || return 1
-    fi
+    # The machine text beside the XML: root's, mode 0644, the node's PUs in logical order.
+    for m in "${nodes[@]}"; do
+        assert_eq "$m: the machine text's mode and owner" "644 root" "$(on "$m" stat -c '%a %U' "${cache%.xml}.machine")" || return 1
+        assert_eq "$m: the machine text" "lama-machine 1|pus	0 1" "$(on "$m" head -n2 "${cache%.xml}.machine" | paste -sd'|')" || return 1
+    done
     # The cache cannot be written (its directory does not exist): slurmd starts anyway and
     # says why; steps fall back to the next source with the reason logged.
     set_plugstack "topology_cache=/nonexistent/lama_topology.xml"
@@ -369,6 +368,8 @@ t_topology_cache() {
     assert_eq "placement without the cache" "node1:0 node1:1" "$(actual_cpus)" || return 1
     # 24.11: Slurm's own cache comes first and is still there. Later releases: none is left.
     [ "$slurm_release" == 24.11 ] && return 0
+    echo "$log" | grep -qF "topology source skipped: LAMA's cached machine: /nonexistent/lama_topology.machine does not exist" \
+        || fail "no reason logged for the missing machine text: $(echo "$log" | grep lama)" || return 1
     echo "$log" | grep -qF "topology source skipped: LAMA's cached topology: /nonexistent/lama_topology.xml does not exist" \
         || fail "no reason logged for the missing cache: $(echo "$log" | grep lama)" || return 1
     echo "$log" | grep -qF "source=live discovery" \

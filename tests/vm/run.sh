@@ -24,12 +24,10 @@ nodes_idle() { [ "$(as_user sinfo -h -N -o %T)" == idle ]; }
 # The guest's Slurm release (vmnode/vm.sh talks to this flavour's guest; t_setup checks it).
 flavour=${LAMA_SLURM:-24.11}
 spool=/var/lib/slurm/slurmd
-# The topology file a step reads first: Slurm 24.11's own cache; 25.05 and later no longer
-# write it, and the plugin's own cache, written when slurmd starts, is read instead.
-case $flavour in
-    24.11) topology_file=$spool/hwloc_topo_whole.xml; step_source="Slurm's cached $topology_file" ;;
-    *) topology_file=$spool/lama_topology.xml; step_source="LAMA's cached $topology_file" ;;
-esac
+# The topology file a step reads first: the machine text of the plugin's own cache, written
+# when slurmd starts beside its XML (before Slurm 24.11's own cache; 25.05 and later no longer
+# write one).
+topology_file=$spool/lama_topology.machine; step_source="LAMA's cached $topology_file"
 
 # job_cgroup JOBID [SLUID]: the name of the job's cgroup v2 directory under slurmstepd's scope:
 # job_<id> on 24.11, and on 26.05 with CgroupJobIdPaths=yes (cgroup.conf); else, 26.05's
@@ -89,19 +87,19 @@ t_real_topology() {
     # Slurm's view: its own hwloc discovery, no fake XML (sockets:cores:threads and CPUs).
     assert_eq "sinfo S:C:T CPUs" "2:4:2 16" "$(as_user sinfo -h -N -o '%z %c')" || return 1
     on_guest test ! -e /etc/slurm/topology || fail "the guest has an admin topology file" || return 1
-    # And the topology the steps read is the machine's: the cached XML (Slurm's on 24.11, the
-    # plugin's on 26.05, where Slurm writes none) gives the same placement of all 16 PUs as the
-    # topology discovered just now.
+    # And the topology the steps read is the machine's: the plugin's cached machine text
+    # (written with its XML when slurmd starts) gives the same placement of all 16 PUs as the
+    # topology discovered just now. 26.05 writes no cache of its own.
     if [ "$flavour" != 24.11 ]; then
         on_guest test ! -e "$spool/hwloc_topo_whole.xml" || fail "Slurm $flavour wrote $spool/hwloc_topo_whole.xml" || return 1
-        on_guest grep -qF "lama: topology cached in $topology_file (" /var/log/slurm/slurmd.log \
-            || fail "slurmd's log does not show the plugin caching the topology: $(on_guest grep 'lama: topology' /var/log/slurm/slurmd.log | tail -n 2)" || return 1
     fi
-    on_guest cat "$topology_file" > "$work/slurm.xml" || fail "no cached XML $topology_file" || return 1
+    on_guest grep -qF "lama: topology cached in $spool/lama_topology.xml (" /var/log/slurm/slurmd.log \
+        || fail "slurmd's log does not show the plugin caching the topology: $(on_guest grep 'lama: topology' /var/log/slurm/slurmd.log | tail -n 2)" || return 1
+    on_guest cat "$topology_file" > "$work/cached.machine" || fail "no cached machine text $topology_file" || return 1
     local live cached
     live=$("$lama" map -t "$work/vmnode.xml" --np 16 --map Nscbnh --json | jq -ce '.processes | select(length == 16)') \
         || fail "lama map on the discovered topology failed" || return 1
-    cached=$("$lama" map -t "$work/slurm.xml" --np 16 --map Nscbnh --json | jq -ce '.processes | select(length == 16)') \
+    cached=$("$lama" map -t "$work/cached.machine" --np 16 --map Nscbnh --json | jq -ce '.processes | select(length == 16)') \
         || fail "lama map on the cached topology $topology_file failed" || return 1
     assert_eq "the cached topology $topology_file" "$live" "$cached" || return 1
     # and a step says it read that file.

@@ -990,6 +990,13 @@ topology_order_steps() {
     local task_report='echo "$SLURM_PROCID $(hostname -s) $SLURM_NODEID"'
     run_srun -N3 -n3 || fail "srun -N3 -n3 failed: $(cat "$work/err")" || return 1
     assert_eq "srun -N3 -n3: rank, node, SLURM_NODEID" "$(IFS='|'; echo "${want[*]}")" "$(paste -sd'|' "$work/out")" || return 1
+    # Only the block distribution takes the nodes' ranks (_task_layout_topo in
+    # slurm_step_layout.c): -m cyclic and -m plane=2 deal over the nodes in name order.
+    task_report='echo "$SLURM_PROCID $(hostname -s)"'
+    run_srun -N3 -n3 -m cyclic || fail "srun -m cyclic failed: $(cat "$work/err")" || return 1
+    assert_eq "-m cyclic: ranks in name order" "0 node1|1 node2|2 node3" "$(paste -sd'|' "$work/out")" || return 1
+    run_srun -N3 -n6 -m plane=2 || fail "srun -m plane=2 failed: $(cat "$work/err")" || return 1
+    assert_eq "-m plane=2: ranks in name order" "0 node1|1 node1|2 node2|3 node2|4 node3|5 node3" "$(paste -sd'|' "$work/out")" || return 1
     task_report=$std_report
 
     # A layout: each node places its own ranks (two each, in Slurm's order), as lama map

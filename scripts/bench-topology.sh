@@ -17,8 +17,10 @@ export LAMA_SLURM=${LAMA_SLURM:-26.05}
 cluster=docker/cluster.sh
 LAMA_CONFIG=host-topology "$cluster" up
 
-plugin_line=$(grep -v -e '^#' -e '^[[:space:]]*$' plugstack.conf.example \
-    | sed "s|@PLUGINDIR@|$("$cluster" exec node3 scontrol show config | awk '$1 == "PluginDir" { print $3 }')|")
+# (PluginDir is asked first: docker exec inside the pipeline would read the pipe's input.)
+plugin_dir=$("$cluster" exec node3 scontrol show config | awk '$1 == "PluginDir" { print $3 }')
+plugin_line=$(grep -v -e '^#' -e '^[[:space:]]*$' plugstack.conf.example | sed "s|@PLUGINDIR@|$plugin_dir|")
+[ -n "$plugin_dir" ] && [ -n "$plugin_line" ] || { echo "bench-topology: no plugin line (PluginDir: '$plugin_dir')" >&2; exit 1; }
 set_line() { echo "$plugin_line $*" | "$cluster" exec node3 sh -c 'cat > /etc/slurm/plugstack.conf.d/lama.conf'; }
 # steps N CONCURRENT: N steps in one allocation of node3, CONCURRENT at a time.
 steps() {

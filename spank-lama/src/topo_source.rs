@@ -73,37 +73,31 @@ fn from_file(
 }
 
 /// [`from_file`] for a text already read (a cache, from the descriptor its owner was checked
-/// on).
+/// on): hwloc XML, or with `native` LAMA's machine text (`lama_engine::machine_text`), read
+/// without hwloc, its devices kept only for a step that places by GPU as an XML's I/O objects
+/// are.
 fn from_text(
     path: &Path,
     text: &str,
+    native: bool,
     online: &CpuList,
     needs: &[Level],
     gpus: bool,
 ) -> Result<Machine, String> {
-    let machine = load_xml_text(text, path, io(gpus)).map_err(|e| e.to_string())?;
-    checked(machine, path, online, needs, gpus)
-}
-
-/// [`from_text`] for LAMA's machine text (`lama_engine::machine_text`), read without hwloc;
-/// its devices are kept only for a step that places by GPU, as an XML's I/O objects are.
-fn from_machine_text(
-    path: &Path,
-    text: &str,
-    online: &CpuList,
-    needs: &[Level],
-    gpus: bool,
-) -> Result<Machine, String> {
-    let name = path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into(),
-    );
-    let machine =
-        Machine::from_text(&name, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let machine = if gpus {
-        machine
+    let machine = if native {
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
+        let machine =
+            Machine::from_text(&name, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if gpus {
+            machine
+        } else {
+            machine.without_devices()
+        }
     } else {
-        machine.without_devices()
+        load_xml_text(text, path, io(gpus)).map_err(|e| e.to_string())?
     };
     checked(machine, path, online, needs, gpus)
 }
@@ -248,10 +242,9 @@ pub fn node_topology_with(
             skipped.push(format!("{what}: {} does not exist", path.display()));
             continue;
         }
-        match crate::topo_cache::read_trusted(&path).and_then(|text| match native {
-            true => from_machine_text(&path, &text, online, needs, gpus),
-            false => from_text(&path, &text, online, needs, gpus),
-        }) {
+        match crate::topo_cache::read_trusted(&path)
+            .and_then(|text| from_text(&path, &text, native, online, needs, gpus))
+        {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,

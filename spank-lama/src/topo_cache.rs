@@ -169,19 +169,23 @@ pub fn export(
             .map_err(|e| format!("not written, steps would not trust it: {e}"))?;
     }
     let text = xml().map_err(|e| format!("cannot discover this node's topology: {e}"))?;
+    // The XML first, then its machine text: a text is never left beside an XML it was not
+    // made from (an older one is removed when either write fails).
     let machine = machine_path(path);
-    let native = lama_hwloc::load_xml_text(&text, &machine, lama_hwloc::Io::Keep)
-        .map_err(|e| e.to_string())
+    let written = write_atomically(path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .and_then(|()| {
+            lama_hwloc::load_xml_text(&text, &machine, lama_hwloc::Io::Keep)
+                .map_err(|e| e.to_string())
+        })
         .and_then(|m| {
             write_atomically(&machine, m.to_text().as_bytes())
                 .map_err(|e| format!("cannot write {}: {e}", machine.display()))
         });
-    if native.is_err() {
+    if written.is_err() {
         let _ = fs::remove_file(&machine);
     }
-    write_atomically(path, text.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    native?;
+    written?;
     Ok(Exported {
         bytes: text.len(),
         millis: start.elapsed().as_millis(),
@@ -239,6 +243,13 @@ mod tests {
             "{e}"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        // An XML written that hwloc cannot read back: no machine text is left beside it, not
+        // even an older one.
+        let text = dir.path().join("lama_topology.machine");
+        std::fs::write(&text, "lama-machine 1\npus\t0\n").unwrap();
+        let e = export(&path, || Ok("<topology/>".into())).unwrap_err();
+        assert!(!e.is_empty());
+        assert!(!text.exists());
         // A directory that does not exist (a SlurmdSpoolDir elsewhere).
         let missing = dir.path().join("no/such/dir/lama_topology.xml");
         let e = export(&missing, || Ok("<topology/>".into())).unwrap_err();

@@ -470,11 +470,7 @@ pub(crate) fn load(spec: &str) -> Result<Machine, Failure> {
     if spec.ends_with(".machine") && path.is_file() {
         let text = lama_hwloc::read_bounded(path, lama_hwloc::MAX_XML_BYTES)
             .map_err(|e| Failure::Usage(format!("{spec}: {e}")))?;
-        let name = path
-            .file_name()
-            .map_or_else(|| spec.to_string(), |n| n.to_string_lossy().into());
-        return Machine::from_text(&name, &text)
-            .map_err(|e| Failure::Usage(format!("{spec}: {e}")));
+        return lama_hwloc::load_machine_text(&text, path).map_err(Failure::Usage);
     }
     lama_hwloc::load(&Source::from_spec(spec)).map_err(|e| Failure::Usage(e.to_string()))
 }

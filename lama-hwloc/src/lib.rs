@@ -423,6 +423,13 @@ fn xml_topology(text: &str, shown: &str, io: Io) -> Result<Topology, LoadError> 
         .map_err(|_| invalid())
 }
 
+/// LAMA's machine text (`lama_engine::machine_text`, the form of the plugin's topology cache
+/// that steps read) already read from `path`, as the machine named after the file, as
+/// [`load_xml_text`] names one; the error names `path`. No hwloc is involved.
+pub fn load_machine_text(text: &str, path: &Path) -> Result<Machine, String> {
+    Machine::from_text(&file_name(path), text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -330,7 +330,7 @@ pub fn by_plan(
         let local = spank.job_local_task_count().map_err(|e| e.to_string())?;
         let ranks: Vec<u32> = file.here.iter().map(|(r, _)| *r).collect();
         het_plan_ranks(
-            &ranks,
+            ranks,
             local,
             &slurm_node,
             env(spank, "SLURM_STEP_NUM_TASKS"),

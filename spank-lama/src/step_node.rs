@@ -26,7 +26,7 @@ pub fn is_het(env: impl Fn(&str) -> Option<String>) -> bool {
 /// task's `SLURM_PROCID` is checked against its rank before it is bound
 /// ([`crate::step::Step::Planned`]'s `check_procid`).
 pub fn het_plan_ranks(
-    planned: &[u32],
+    planned: Vec<u32>,
     local_tasks: u32,
     node: &str,
     step_num_tasks: Option<String>,
@@ -45,7 +45,7 @@ pub fn het_plan_ranks(
             planned.len()
         ));
     }
-    Ok((planned.to_vec(), total))
+    Ok((planned, total))
 }
 
 /// This node's name as Slurm knows it (its `NodeName`, which need not be the kernel's host
@@ -254,14 +254,14 @@ mod tests {
     fn a_heterogeneous_plan_takes_the_nodes_ranks_in_order_and_the_steps_count() {
         // Component 1 of `srun -w node2 -n2 : -w node1,node3 -n4` on node3: the plan has
         // ranks 4 and 5 there, Slurm's local ids 0 and 1; the step has 6 tasks.
-        let (ranks, total) = het_plan_ranks(&[4, 5], 2, "node3", Some("6".into())).unwrap();
+        let (ranks, total) = het_plan_ranks(vec![4, 5], 2, "node3", Some("6".into())).unwrap();
         assert_eq!((ranks, total), (vec![4, 5], 6));
-        let e = het_plan_ranks(&[4, 5, 6], 2, "node3", Some("6".into())).unwrap_err();
+        let e = het_plan_ranks(vec![4, 5, 6], 2, "node3", Some("6".into())).unwrap_err();
         assert!(
             e.starts_with("the plan puts 3 rank(s) on node3 but Slurm started 2 task(s)"),
             "{e}"
         );
-        let e = het_plan_ranks(&[4, 5], 2, "node3", None).unwrap_err();
+        let e = het_plan_ranks(vec![4, 5], 2, "node3", None).unwrap_err();
         assert!(e.contains("SLURM_STEP_NUM_TASKS"), "{e}");
         assert!(is_het(het));
         assert!(!is_het(|_| None));

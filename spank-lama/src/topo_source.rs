@@ -21,7 +21,7 @@
 
 use crate::config::SiteConfig;
 use lama_engine::{Bind, CpuList, DeviceKind, Layout, Level, Machine, Mppr};
-use lama_hwloc::{load_whole_with, load_xml_text, Io, LoadError, Source};
+use lama_hwloc::{load_machine_text, load_whole_with, load_xml_text, Io, LoadError, Source};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -85,12 +85,7 @@ fn from_text(
     gpus: bool,
 ) -> Result<Machine, String> {
     let machine = if native {
-        let name = path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into(),
-        );
-        let machine =
-            Machine::from_text(&name, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let machine = load_machine_text(text, path)?;
         if gpus {
             machine
         } else {

@@ -38,13 +38,15 @@ project=${LAMA_CLUSTER:-$default_project}
 # install-plugin.sh, a configuration row's overlay.
 if [ "$project" == spank-lama ]; then stage=$build/lama; else stage=$build/lama-$project; fi
 mkdir -p "$stage"
-members=(slurmctld node1 node2 node3)
-# The nodes a configuration row adds (its "add-node NAME" lines, docker/configs/many-nodes.conf):
-# compose.yaml's services of the profile many-nodes.
+# The members: the controller and node1-node3, and the nodes the staged configuration row adds
+# (its "add-node NAME" lines, docker/configs/many-nodes.conf), compose.yaml's services of the
+# profile many-nodes. set_members reads the staged row again (cmd_up stages a new one).
 extra_profile=many-nodes
-extra_nodes() { awk '$1 == "add-node" { print $2 }' "$stage/config.overlay" 2>/dev/null; }
-mapfile -t added < <(extra_nodes)
-members+=("${added[@]}")
+set_members() {
+    mapfile -t added < <(awk '$1 == "add-node" { print $2 }' "$stage/config.overlay" 2>/dev/null)
+    members=(slurmctld node1 node2 node3 "${added[@]}")
+}
+set_members
 
 base_packages="slurmd,slurmctld,slurm-client,munge,hwloc,libhwloc15,libslurm-dev,procps,iproute2,util-linux,ca-certificates,man-db"
 # src-24.11: the run-time base has no Debian Slurm package, only what the source-built Slurm
@@ -220,8 +222,7 @@ cmd_up() {
         rm -f "$stage/config.overlay"
     fi
     # The nodes this row adds; those of an earlier row that this one does not have are removed.
-    mapfile -t added < <(extra_nodes)
-    members=(slurmctld node1 node2 node3 "${added[@]}")
+    set_members
     local extra
     for extra in $(compose_all config --services); do
         [[ " ${members[*]} " == *" $extra "* ]] || compose_all rm -sf "$extra" >/dev/null 2>&1 || true

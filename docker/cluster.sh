@@ -153,7 +153,8 @@ cmd_build() {
         slurm_headers "$base" /usr
     fi
     [ -f "$stage/munge.key" ] || dd if=/dev/urandom of="$stage/munge.key" bs=1024 count=1 status=none
-    echo "$node" > "$build/node-image"
+    # (Moved into place: a cluster or guest of another lane reads it meanwhile.)
+    echo "$node" > "$build/node-image.$$" && mv -f "$build/node-image.$$" "$build/node-image"
 }
 
 cmd_plugin() {

@@ -16,6 +16,11 @@ slurm_flavour "$flavour" "$top"
 
 LAMA_SLURM=$flavour docker/cluster.sh build
 mkdir -p "$target"
+# One package.sh of a flavour at a time: scripts/test.sh's lanes ask for the same package at
+# once (a cluster's start, a guest's, the RPM test's make install); the second waits and then
+# finds it up to date.
+exec 9> "$target/.package.lock"
+flock 9
 config=$target/config.mk
 if [ "$flavour" == src-24.11 ]; then
     args=(--with-slurm="$build/slurm-include/usr/local" --prefix=/usr --slurm-package=none
@@ -27,8 +32,11 @@ else
 fi
 # The cluster's Slurm is not this host's: everything configure would ask the running Slurm
 # is given, and the headers' release must be the flavour's.
-CONFIG_MK=$config ./configure "${args[@]}" --sysconfdir=/etc/slurm 2>"$target/configure.log" \
+# (Written beside it and moved over it only when it changed: a make of another process that
+# reads it, tests/rpm.sh's make install, never sees it half written.)
+CONFIG_MK=$config.new ./configure "${args[@]}" --sysconfdir=/etc/slurm 2>"$target/configure.log" \
     || { cat "$target/configure.log" >&2; exit 1; }
+if cmp -s "$config.new" "$config"; then rm -f "$config.new"; else mv -f "$config.new" "$config"; fi
 grep -qx "SLURM_RELEASE := ${flavour#src-}" "$config" \
     || { echo "package: the headers in $build/slurm-include are not Slurm ${flavour#src-}'s" >&2; exit 1; }
 

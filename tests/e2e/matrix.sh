@@ -26,8 +26,8 @@ passed=0 failed=0
 for row in "${rows[@]}"; do
     [ -n "${tests_of[$row]:-}" ] || { echo "matrix: unknown row $row (rows: ${!tests_of[*]})" >&2; exit 2; }
     echo "== row $row: $(head -n1 "$top/docker/configs/$row.conf" | sed 's/^# *//')"
-    if ! LAMA_CONFIG=$row "$top/docker/cluster.sh" up > "${TMPDIR:-/tmp}/lama-matrix-up.log" 2>&1; then
-        cat "${TMPDIR:-/tmp}/lama-matrix-up.log" >&2
+    if ! LAMA_CONFIG=$row "$top/docker/cluster.sh" up > "${TMPDIR:-/tmp}/lama-matrix-up-${LAMA_CLUSTER:-default}.log" 2>&1; then
+        cat "${TMPDIR:-/tmp}/lama-matrix-up-${LAMA_CLUSTER:-default}.log" >&2
         echo "FAIL row $row: the cluster did not come up"
         failed=$((failed + 1))
         continue

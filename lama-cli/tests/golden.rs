@@ -1,5 +1,5 @@
 //! Golden files: each `golden/NAME.args` holds the arguments of one `lama` run (one per line;
-//! `$TOPO` stands for the shared topologies folder, `$GOLDEN` for this folder's input files), and `golden/NAME.out` what it printed
+//! `$TOPO` stands for the repository's tests/topologies, `$GOLDEN` for this folder's input files), and `golden/NAME.out` what it printed
 //! and its exit status. `UPDATE_GOLDEN=1 cargo test -p lama-cli --test golden` rewrites the
 //! `.out` files; review the diff before committing.
 
@@ -11,10 +11,10 @@ fn golden_dir() -> PathBuf {
 }
 
 fn topologies() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/topologies")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/topologies")
 }
 
-fn run_case(args_file: &Path) -> Option<String> {
+fn run_case(args_file: &Path) -> String {
     let text = std::fs::read_to_string(args_file).unwrap();
     let topo = topologies();
     let args: Vec<String> = text
@@ -25,14 +25,12 @@ fn run_case(args_file: &Path) -> Option<String> {
                 .replace("$GOLDEN", &golden_dir().to_string_lossy())
         })
         .collect();
-    if text.contains("$TOPO") && !topo.is_dir() {
-        println!(
-            "skipping {}: {} is absent",
-            args_file.display(),
-            topo.display()
-        );
-        return None;
-    }
+    assert!(
+        !text.contains("$TOPO") || topo.is_dir(),
+        "{}: the test topologies are not at {}",
+        args_file.display(),
+        topo.display()
+    );
     let out = Command::cargo_bin("lama")
         .unwrap()
         .args(&args)
@@ -43,7 +41,7 @@ fn run_case(args_file: &Path) -> Option<String> {
             .replace(&*topo.to_string_lossy(), "$TOPO")
             .replace(&*golden_dir().to_string_lossy(), "$GOLDEN")
     };
-    Some(format!(
+    format!(
         "$ lama {}\nexit: {}\n--- stdout\n{}--- stderr\n{}",
         text.lines()
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -57,7 +55,7 @@ fn run_case(args_file: &Path) -> Option<String> {
         out.status.code().unwrap_or(-1),
         clean(&out.stdout),
         clean(&out.stderr)
-    ))
+    )
 }
 
 #[test]
@@ -76,9 +74,7 @@ fn golden_files() {
     );
     let mut failures = Vec::new();
     for case in &cases {
-        let Some(actual) = run_case(case) else {
-            continue;
-        };
+        let actual = run_case(case);
         let expected_path = case.with_extension("out");
         if update {
             std::fs::write(&expected_path, &actual).unwrap();

@@ -1,6 +1,6 @@
 //! GPU placement quality against LLNL mpibind (docs/devices.md, "Against mpibind").
 //!
-//! For each real GPU node of the shared topologies and tasks fewer than, equal to and more than
+//! For each real GPU node of tests/topologies/io and tasks fewer than, equal to and more than
 //! its GPUs, `lama map --json` (the default binding, and where there are fewer tasks than GPUs
 //! also `K` GPUs per task with `-c` CPUs each, as mpibind gives) is judged beside mpibind's own placement of the same task count
 //! (recorded in `quality/mpibind.txt`: mpibind is not built here). Every judgement is made from
@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 type Cpus = BTreeSet<u32>;
 
 fn topologies() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/topologies/io")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/topologies/io")
 }
 
 /// What the XML says, read without hwloc.
@@ -327,7 +327,7 @@ fn at_least(lama: (usize, usize), other: (usize, usize)) -> bool {
 fn gpu_placement_is_never_worse_than_mpibind() {
     let dir = topologies();
     if !dir.is_dir() {
-        panic!("the shared topologies are not at {}", dir.display());
+        panic!("the test topologies are not at {}", dir.display());
     }
     // Node, GPUs, task counts, and for the fewest tasks the CPUs each task of K GPUs asks
     // for (`srun -c`): its share of the CPUs near its GPUs, by hand from the XML (Lassen: a
@@ -416,10 +416,7 @@ fn gpu_placement_is_never_worse_than_mpibind() {
 fn a_task_wider_than_the_cpus_near_its_gpus_gets_their_package() {
     let path = topologies().join("epyc-corona.xml");
     if !path.is_file() {
-        panic!(
-            "the shared topologies are not at {}",
-            topologies().display()
-        );
+        panic!("the test topologies are not at {}", topologies().display());
     }
     let xml = read_xml(&path);
     let ours = lama(&path, 2, Some((2, 48)));

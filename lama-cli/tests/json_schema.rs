@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 fn map_json(args: &[&str]) -> Value {
     let topology = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/topologies/io/coral-lassen.xml"
+        "/../tests/topologies/io/coral-lassen.xml"
     );
     let out = Command::cargo_bin("lama")
         .unwrap()

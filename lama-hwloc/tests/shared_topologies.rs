@@ -1,18 +1,18 @@
-//! Every real machine in `../shared/topologies/` loads with the facts hwloc knows about it, and
-//! maps with several layouts. Skipped, with a printed reason, where the folder is absent.
+//! Every real machine in `tests/topologies/` loads with the facts hwloc knows about it, and
+//! maps with several layouts. A missing file fails the test: the machines are in the repository.
 
 use lama_engine::{place, Bind, Layout, Level, Machine, Mppr, Request};
 use lama_hwloc::{load, Source};
 use std::path::{Path, PathBuf};
 
 fn folder() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/topologies");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        println!("skipping: {} is absent", dir.display());
-        None
-    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/topologies");
+    assert!(
+        dir.is_dir(),
+        "the test topologies are not at {}",
+        dir.display()
+    );
+    Some(dir)
 }
 
 fn machine(name: &str) -> Option<Machine> {

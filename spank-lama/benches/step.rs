@@ -20,14 +20,10 @@ use std::path::{Path, PathBuf};
 
 fn shared(name: &str) -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/topologies")
+        .join("../tests/topologies")
         .join(name);
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!("skipping {name}: {} is absent", p.display());
-        None
-    }
+    assert!(p.is_file(), "{name}: {} is missing", p.display());
+    Some(p)
 }
 
 fn plan_for(layout: &str, bind: &str) -> StepRequest {

@@ -55,9 +55,9 @@ pub fn gpu_numbering(
     let (mut common, mut own) = (Vec::new(), Vec::new());
     for r in &records {
         if let Some(names) = value(r, "nodename") {
-            let hosts = hostlist::expand(&names)
+            let here = hostlist::contains(&names, node)
                 .map_err(|e| format!("gres.conf: NodeName={names}: {e}"))?;
-            if !hosts.iter().any(|h| h == node) {
+            if !here {
                 continue;
             }
             if let Some(a) = value(r, "autodetect") {

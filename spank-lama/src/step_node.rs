@@ -8,12 +8,12 @@ fn env(spank: &SpankHandle, name: &str) -> Option<String> {
     crate::bounded::env_value(spank.getenv(name).ok().flatten())
 }
 
-/// Whether the step is heterogeneous (`srun A : B`): Slurm sets `SLURM_HET_SIZE` (before 20.02
-/// `SLURM_PACK_SIZE`) in every component's environment.
+/// Whether the step is heterogeneous (`srun A : B`), as srun decides it: `SLURM_HET_SIZE` in the
+/// environment (srun itself asks `getenv("SLURM_HET_SIZE")`, and sets it in every component's).
+/// The names before Slurm 20.02 (`SLURM_PACK_*`) are not read: no supported Slurm sets them,
+/// and only a user could.
 pub fn is_het(env: impl Fn(&str) -> Option<String>) -> bool {
-    env("SLURM_HET_SIZE")
-        .or_else(|| env("SLURM_PACK_SIZE"))
-        .is_some()
+    env("SLURM_HET_SIZE").is_some()
 }
 
 /// The ranks of a plan's tasks on this node in a heterogeneous step, and the step's task count.
@@ -110,13 +110,11 @@ fn component_node(
     host: impl FnOnce() -> String,
 ) -> Result<String, String> {
     let size: u32 = env("SLURM_HET_SIZE")
-        .or_else(|| env("SLURM_PACK_SIZE"))
         .and_then(|s| s.trim().parse().ok())
         .ok_or("SLURM_HET_SIZE is not a number")?;
-    let group = |what: &str, i: u32| {
-        env(&format!("{what}_HET_GROUP_{i}")).or_else(|| env(&format!("{what}_PACK_GROUP_{i}")))
-    };
-    let component = (0..size.min(1024))
+    let group = |what: &str, i: u32| env(&format!("{what}_HET_GROUP_{i}"));
+    // (Slurm limits a heterogeneous job to MAX_HET_JOB_COMPONENTS, 128, components.)
+    let component = (0..size.min(128))
         .find(|&i| group("SLURM_JOB_ID", i).is_some_and(|j| j.trim() == here.job.to_string()))
         .ok_or_else(|| {
             format!(
@@ -128,39 +126,44 @@ fn component_node(
     let list = group("SLURM_JOB_NODELIST", component).ok_or_else(|| {
         format!("SLURM_JOB_NODELIST_HET_GROUP_{component} is not in the step's environment")
     })?;
-    let names = lama_slurm::hostlist::expand(&list)?;
-    if names.len() == here.nodes as usize {
+    // Counted and searched, never expanded: the list is the user's to forge.
+    let count = lama_slurm::hostlist::count(&list)?;
+    if count == u64::from(here.nodes) {
         return nth_node(&list, here.id);
     }
     let host = host();
-    if names.contains(&host) {
+    if lama_slurm::hostlist::contains(&list, &host)? {
         return Ok(host);
     }
     Err(format!(
-        "this heterogeneous step runs on {} of its component {component}'s {} node(s) \
-         ({list}), and neither its node list ({all} holds every component's) nor this host's \
-         name ({}) tells which one this is",
+        "this heterogeneous step runs on {} of its component {component}'s {count} node(s) \
+         ({}), and neither its node list ({} holds every component's) nor this host's name \
+         ({host}) tells which one this is",
         here.nodes,
-        names.len(),
-        host
+        short(&list),
+        short(all),
     ))
 }
 
-/// The `id`th name of a Slurm hostlist.
+/// A node list as a message shows it: whole when short, else its length.
+fn short(list: &str) -> String {
+    if list.len() <= 200 {
+        list.to_string()
+    } else {
+        format!("a list of {} bytes", list.len())
+    }
+}
+
+/// The `id`th name of a Slurm hostlist, found without expanding it.
 fn nth_node(list: &str, id: u32) -> Result<String, String> {
-    let names = lama_slurm::hostlist::expand(list)?;
-    names.get(id as usize).cloned().ok_or_else(|| {
-        // A job's node list can be hundreds of KB: named only when short.
-        let shown = if list.len() <= 200 {
-            format!(" ({list})")
-        } else {
-            String::new()
-        };
-        format!(
-            "S_JOB_NODEID {id} is beyond the step's {} node(s){shown}",
-            names.len()
-        )
-    })
+    if let Some(name) = lama_slurm::hostlist::nth(list, u64::from(id))? {
+        return Ok(name);
+    }
+    Err(format!(
+        "S_JOB_NODEID {id} is beyond the step's {} node(s) ({})",
+        lama_slurm::hostlist::count(list)?,
+        short(list)
+    ))
 }
 
 #[cfg(test)]
@@ -175,10 +178,10 @@ mod tests {
             match var {
                 "SLURM_STEP_NODELIST" => "node[1-3]",
                 "SLURM_HET_SIZE" => "2",
-                "SLURM_JOB_ID_PACK_GROUP_0" | "SLURM_JOB_ID_HET_GROUP_0" => "1",
-                "SLURM_JOB_ID_PACK_GROUP_1" => "2",
+                "SLURM_JOB_ID_HET_GROUP_0" => "1",
+                "SLURM_JOB_ID_HET_GROUP_1" => "2",
                 "SLURM_JOB_NODELIST_HET_GROUP_0" => "node2",
-                "SLURM_JOB_NODELIST_PACK_GROUP_1" => "node[1,3]",
+                "SLURM_JOB_NODELIST_HET_GROUP_1" => "node[1,3]",
                 _ => return None,
             }
             .to_string(),
@@ -247,7 +250,57 @@ mod tests {
         assert_eq!(nth_node(&kept, 0).unwrap(), "nid000001");
         assert_eq!(nth_node(&kept, 99_999).unwrap(), "nid199999");
         let e = nth_node(&kept, 100_000).unwrap_err();
-        assert_eq!(e, "S_JOB_NODEID 100000 is beyond the step's 100000 node(s)");
+        assert_eq!(
+            e,
+            format!(
+                "S_JOB_NODEID 100000 is beyond the step's 100000 node(s) (a list of {} bytes)",
+                kept.len()
+            )
+        );
+    }
+
+    /// A user who exports the variables of a heterogeneous job before a plain srun: the names
+    /// before Slurm 20.02 do not make a step heterogeneous, and a forged list of a billion
+    /// names behind a 100 KB prefix (about 100 TB expanded) is counted and searched, not
+    /// expanded; the error names its size, not its text.
+    #[test]
+    fn a_forged_heterogeneous_environment_costs_nothing() {
+        use super::{node_name_of, Here};
+        let pack = |v: &str| {
+            Some(
+                match v {
+                    "SLURM_STEP_NODELIST" => "node1",
+                    "SLURM_PACK_SIZE" => "2",
+                    "SLURM_JOB_ID_PACK_GROUP_1" => "5",
+                    "SLURM_JOB_NODELIST_PACK_GROUP_1" => "x[0-99]",
+                    _ => return None,
+                }
+                .to_string(),
+            )
+        };
+        assert!(!is_het(pack));
+        let here = Here {
+            id: 0,
+            job: 5,
+            nodes: 1,
+        };
+        assert_eq!(node_name_of(pack, &here, || "h".into()).unwrap(), "node1");
+        let huge = format!("{}[0-999999999]", "p".repeat(100_000));
+        let forged = |v: &str| match v {
+            "SLURM_STEP_NODELIST" => Some("node1".to_string()),
+            "SLURM_HET_SIZE" => Some("2".to_string()),
+            "SLURM_JOB_ID_HET_GROUP_1" => Some("5".to_string()),
+            "SLURM_JOB_NODELIST_HET_GROUP_1" => Some(huge.clone()),
+            _ => None,
+        };
+        let e = node_name_of(forged, &here, || "node1".into()).unwrap_err();
+        assert!(e.len() < 500, "{}", e.len());
+        assert!(
+            e.contains(
+                "runs on 1 of its component 1's 1000000000 node(s) (a list of 100013 bytes)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

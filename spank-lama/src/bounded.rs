@@ -13,9 +13,23 @@ pub const MAX_SMALL_FILE: u64 = 1 << 20;
 /// environment and `lama_planfile::MAX_PLAN_BYTES` in a file.
 pub const MAX_ENV_VALUE: usize = 1 << 20;
 
-/// Reads a text file of at most `max` bytes; a longer one is an error that says so.
+/// Reads a text file of at most `max` bytes; a longer one is an error that says so, and so is
+/// anything but a regular file (a FIFO or a device in place of a plan or a configuration file
+/// would hold the step, or feed it without end). Opened without blocking (a FIFO's open would
+/// wait for a writer) and judged on the open descriptor, so nothing can be swapped in between.
 pub fn read_file(path: &Path, max: u64) -> std::io::Result<String> {
-    lama_hwloc::read_bounded(path, max)
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    lama_hwloc::read_bounded_from(file, max)
 }
 
 /// An environment value, or `None` when it is longer than [`MAX_ENV_VALUE`].
@@ -38,6 +52,23 @@ mod tests {
             .to_string()
             .contains("longer than 99 bytes"));
         assert!(read_file(&dir.path().join("missing"), 10).is_err());
+        // A FIFO with no writer: refused at once, not waited on.
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let t = std::time::Instant::now();
+        let e = read_file(&fifo, 10).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        // A device that never ends, and a directory.
+        for other in [Path::new("/dev/zero"), dir.path()] {
+            let e = read_file(other, 10).unwrap_err();
+            assert!(
+                e.to_string().contains("not a regular file"),
+                "{other:?}: {e}"
+            );
+        }
         assert_eq!(env_value(Some("a".into())), Some("a".into()));
         assert_eq!(env_value(Some("a".repeat(MAX_ENV_VALUE + 1))), None);
     }

@@ -139,19 +139,20 @@ fn card_of_gpu(fs: &dyn NodeFiles, files: &[String]) -> Result<String, String> {
 /// The PCI bus id of each of the step's GPUs (`slurm`: `SLURM_STEP_GPUS`), in the same order,
 /// when Slurm numbers this node's GPUs by gres.conf's files; `None` when it numbers them by
 /// detection, in PCI bus order, or gres.conf gives this node no GPU file (detection is then the only way
-/// Slurm has GPUs). `env` reads the step's environment (`SLURM_CONF`, beside which gres.conf is,
-/// also in configless mode); `node` is this node's `NodeName`, which gres.conf's `NodeName=`
-/// lines name.
+/// Slurm has GPUs). `slurm_conf` is slurmstepd's own slurm.conf
+/// ([`crate::slurm_conf::config_file`], never the job's `SLURM_CONF`), beside which gres.conf
+/// is, also in configless mode; `node` is this node's `NodeName`, which gres.conf's
+/// `NodeName=` lines name.
 pub fn step_cards(
-    env: impl Fn(&str) -> Option<String>,
+    slurm_conf: Option<&Path>,
     node: &str,
     slurm: &[u32],
     fs: &dyn NodeFiles,
 ) -> Result<Option<Vec<String>>, String> {
-    let conf = env("SLURM_CONF")
-        .filter(|p| !p.is_empty())
-        .ok_or("SLURM_CONF is not in the step's environment, so gres.conf cannot be read")?;
-    let gres = Path::new(&conf).with_file_name("gres.conf");
+    let conf = slurm_conf.ok_or(
+        "slurmstepd has no SLURM_CONF of its own (slurmd sets it), so gres.conf cannot be found",
+    )?;
+    let gres = conf.with_file_name("gres.conf");
     let text = match fs.read(&gres) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -263,11 +264,8 @@ mod tests {
         f
     }
 
-    fn env(var: &str) -> Option<String> {
-        match var {
-            "SLURM_CONF" => Some("/etc/slurm/slurm.conf".into()),
-            _ => None,
-        }
+    fn conf() -> Option<&'static Path> {
+        Some(Path::new("/etc/slurm/slurm.conf"))
     }
 
     #[test]
@@ -275,7 +273,7 @@ mod tests {
         // gres.conf lists nvidia2 and nvidia3 first: Slurm's GPU 0 is /dev/nvidia2, whose minor
         // 2 is the card at 85 (by hand from the fake driver files above).
         let fs = nvidia("AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/nvidia[2-3]\nNodeName=node1 Name=gpu File=/dev/nvidia[0-1]\n");
-        let cards = step_cards(env, "node1", &[0, 1, 2, 3], &fs)
+        let cards = step_cards(conf(), "node1", &[0, 1, 2, 3], &fs)
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -288,14 +286,14 @@ mod tests {
             ]
         );
         assert_eq!(
-            step_cards(env, "node1", &[3], &fs).unwrap().unwrap(),
+            step_cards(conf(), "node1", &[3], &fs).unwrap().unwrap(),
             ["0000:04:00.0"]
         );
         // Several records of one card: two files of the same device are the same card.
         let mut fs = nvidia("Name=gpu File=/dev/nvidia0,/dev/gpu-a\n");
         fs.devices.insert("/dev/gpu-a".into(), (195, 0));
         assert_eq!(
-            step_cards(env, "node1", &[0, 1], &fs).unwrap().unwrap(),
+            step_cards(conf(), "node1", &[0, 1], &fs).unwrap().unwrap(),
             ["0000:84:00.0", "0000:84:00.0"]
         );
     }
@@ -303,12 +301,12 @@ mod tests {
     #[test]
     fn detection_and_no_gres_conf_read_no_file() {
         let fs = nvidia("AutoDetect=nvml\n");
-        assert_eq!(step_cards(env, "node1", &[0], &fs).unwrap(), None);
+        assert_eq!(step_cards(conf(), "node1", &[0], &fs).unwrap(), None);
         let fs = Fake::default();
-        assert_eq!(step_cards(env, "node1", &[0], &fs).unwrap(), None);
+        assert_eq!(step_cards(conf(), "node1", &[0], &fs).unwrap(), None);
         // A gres.conf with GPU files for other nodes only: this node's GPUs are detected.
         let fs = nvidia("NodeName=node9 Name=gpu File=/dev/nvidia[0-3]\n");
-        assert_eq!(step_cards(env, "node1", &[0], &fs).unwrap(), None);
+        assert_eq!(step_cards(conf(), "node1", &[0], &fs).unwrap(), None);
     }
 
     #[test]
@@ -331,20 +329,20 @@ mod tests {
         );
         // /dev/kfd names no card; renderD129 names the card at 03.
         assert_eq!(
-            step_cards(env, "node1", &[1, 0], &f).unwrap().unwrap(),
+            step_cards(conf(), "node1", &[1, 0], &f).unwrap().unwrap(),
             ["0000:c1:00.0", "0000:03:00.0"]
         );
         f.links.insert(
             "/sys/dev/char/511:0/device".into(),
             "/sys/devices/virtual/kfd".into(),
         );
-        assert!(step_cards(env, "node1", &[0], &f).is_ok());
+        assert!(step_cards(conf(), "node1", &[0], &f).is_ok());
     }
 
     #[test]
     fn files_that_name_no_card_refuse_the_step() {
         let fs = nvidia("Name=gpu File=/dev/nvidia[0-1]\n");
-        let err = step_cards(env, "node1", &[2], &fs).unwrap_err();
+        let err = step_cards(conf(), "node1", &[2], &fs).unwrap_err();
         assert!(
             err.contains(
                 "Slurm's GPU 2 is not among the 2 GPU file(s) /etc/slurm/gres.conf gives node1"
@@ -353,7 +351,7 @@ mod tests {
         );
         let mut fs = nvidia("Name=gpu File=/dev/nvidia[0-1]\n");
         fs.devices.insert("/dev/nvidia1".into(), (195, 7));
-        let err = step_cards(env, "node1", &[1], &fs).unwrap_err();
+        let err = step_cards(conf(), "node1", &[1], &fs).unwrap_err();
         assert!(
             err.contains("Slurm's GPU 1 (/dev/nvidia1, /etc/slurm/gres.conf)")
                 && err.contains("no card in /proc/driver/nvidia/gpus has that Device Minor"),
@@ -361,18 +359,17 @@ mod tests {
         );
         let mut fs = nvidia("Name=gpu File=/dev/nvidia[0-1]\n");
         fs.dirs.clear();
-        let err = step_cards(env, "node1", &[0], &fs).unwrap_err();
+        let err = step_cards(conf(), "node1", &[0], &fs).unwrap_err();
         assert!(
             err.contains("is NVIDIA's device 0, and /proc/driver/nvidia/gpus"),
             "{err}"
         );
         let fs = nvidia("Name=gpu MultipleFiles=/dev/nvidia0,/dev/nvidia1\n");
-        let err = step_cards(env, "node1", &[0], &fs).unwrap_err();
+        let err = step_cards(conf(), "node1", &[0], &fs).unwrap_err();
         assert!(err.contains("are on different cards"), "{err}");
-        let no_conf = |_: &str| None;
-        assert!(step_cards(no_conf, "node1", &[0], &fs)
+        assert!(step_cards(None, "node1", &[0], &fs)
             .unwrap_err()
-            .contains("SLURM_CONF"));
+            .contains("slurmstepd has no SLURM_CONF of its own"));
     }
 
     #[test]

@@ -45,10 +45,12 @@ pub struct StepGpus {
 /// Reads the step's GPUs from its environment (`env`); `vendor` names the variable read.
 /// Under Slurm's `per_task` binding, also whether Slurm numbers each task's GPUs from 0:
 /// certain when the step's vendor variable differs from its `SLURM_STEP_GPUS`, else from
-/// slurm.conf and cgroup.conf (`SLURM_CONF` and the cgroup.conf beside it, read by `file`).
+/// slurm.conf and cgroup.conf (`slurm_conf`, slurmstepd's own: [`crate::slurm_conf::config_file`],
+/// never the job's `SLURM_CONF`; and the cgroup.conf beside it, read by `file`).
 pub fn read(
     env: impl Fn(&str) -> Option<String>,
     vendor: &str,
+    slurm_conf: Option<&std::path::Path>,
     file: impl Fn(&std::path::Path) -> std::io::Result<String>,
 ) -> Result<StepGpus, String> {
     let list = env("SLURM_STEP_GPUS")
@@ -79,7 +81,7 @@ pub fn read(
     // UUIDs are the same however Slurm numbers the GPUs: only numbers can tell.
     let numbers = tokens.as_deref().filter(|_| !uuids);
     let numbered_locally = matches!(binding, SlurmGpuBind::PerTask(_))
-        .then(|| numbered_locally(&slurm, numbers, env("SLURM_CONF"), file));
+        .then(|| numbered_locally(&slurm, numbers, slurm_conf, file));
     Ok(StepGpus {
         slurm,
         tokens,
@@ -95,17 +97,16 @@ pub fn read(
 fn numbered_locally(
     slurm: &[u32],
     tokens: Option<&[String]>,
-    slurm_conf: Option<String>,
+    slurm_conf: Option<&std::path::Path>,
     file: impl Fn(&std::path::Path) -> std::io::Result<String>,
 ) -> Result<bool, String> {
     let global: Vec<String> = slurm.iter().map(u32::to_string).collect();
     if tokens.is_some_and(|t| t != global.as_slice()) {
         return Ok(true);
     }
-    let path = slurm_conf
-        .filter(|p| !p.is_empty())
-        .ok_or("SLURM_CONF is not in the step's environment")?;
-    let path = std::path::Path::new(&path);
+    let path = slurm_conf.ok_or(
+        "slurmstepd has no SLURM_CONF of its own (slurmd sets it), so slurm.conf cannot be read",
+    )?;
     let conf = file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let cgroup = path.with_file_name("cgroup.conf");
     let cgroup_conf = match file(&cgroup) {
@@ -343,6 +344,11 @@ pub fn place_here(
 mod tests {
     use super::*;
     use crate::config::SiteConfig;
+
+    /// slurmstepd's own slurm.conf in these tests.
+    fn conf() -> Option<&'static std::path::Path> {
+        Some(std::path::Path::new("/etc/slurm/slurm.conf"))
+    }
     use crate::request::{resolve, UserOptions};
     use lama_engine::{CpuList, DeviceSpec, Level, MachineBuilder};
 
@@ -414,7 +420,6 @@ mod tests {
                 ("SLURM_STEP_GPUS", "0,2"),
                 ("CUDA_VISIBLE_DEVICES", cvd),
                 ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
-                ("SLURM_CONF", "/etc/slurm/slurm.conf"),
             ]
         };
         let place = |gpus: &StepGpus| {
@@ -428,7 +433,7 @@ mod tests {
             )
         };
         // Seen in the step's own numbers (0,1 for GPUs 0 and 2), whatever the files say.
-        let gpus = read(env_of(&vars("0,1")), "NVIDIA", no_files).unwrap();
+        let gpus = read(env_of(&vars("0,1")), "NVIDIA", conf(), no_files).unwrap();
         assert_eq!(gpus.numbered_locally, Some(Ok(true)));
         let e = place(&gpus).unwrap_err();
         assert!(
@@ -440,21 +445,17 @@ mod tests {
             ("SLURM_STEP_GPUS", "0,1"),
             ("CUDA_VISIBLE_DEVICES", "0,1"),
             ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
-            ("SLURM_CONF", "/etc/slurm/slurm.conf"),
         ];
-        let gpus = read(env_of(&same), "NVIDIA", constrained).unwrap();
+        let gpus = read(env_of(&same), "NVIDIA", conf(), constrained).unwrap();
         assert_eq!(gpus.numbered_locally, Some(Ok(true)));
-        let gpus = read(env_of(&same), "NVIDIA", cgroup_tasks).unwrap();
+        let gpus = read(env_of(&same), "NVIDIA", conf(), cgroup_tasks).unwrap();
         assert_eq!(gpus.numbered_locally, Some(Ok(false)));
         assert!(place(&gpus).is_ok());
         // Unknown: refused, saying why.
-        let gpus = read(env_of(&same[..3]), "NVIDIA", constrained).unwrap();
+        let gpus = read(env_of(&same), "NVIDIA", None, constrained).unwrap();
         let e = place(&gpus).unwrap_err();
-        assert!(
-            e.contains("SLURM_CONF is not in the step's environment"),
-            "{e}"
-        );
-        let gpus = read(env_of(&same), "NVIDIA", no_files).unwrap();
+        assert!(e.contains("slurmstepd has no SLURM_CONF of its own"), "{e}");
+        let gpus = read(env_of(&same), "NVIDIA", conf(), no_files).unwrap();
         let e = place(&gpus).unwrap_err();
         assert!(e.contains("cannot read /etc/slurm/slurm.conf"), "{e}");
     }
@@ -517,6 +518,7 @@ mod tests {
         let gpus = read(
             env_of(&[("SLURM_STEP_GPUS", "1,2"), ("CUDA_VISIBLE_DEVICES", "0,1")]),
             "NVIDIA",
+            conf(),
             no_files,
         )
         .unwrap();
@@ -552,7 +554,7 @@ mod tests {
             ("SLURM_STEP_GPUS", "0,2"),
             ("CUDA_VISIBLE_DEVICES", "GPU-0000:81:00.0,GPU-0000:01:00.0"),
         ];
-        let gpus = read(env_of(&vars), "NVIDIA", no_files).unwrap();
+        let gpus = read(env_of(&vars), "NVIDIA", conf(), no_files).unwrap();
         assert!(gpus.uuids);
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
         assert_eq!(tasks[0].cpus.to_string(), "0");
@@ -569,17 +571,12 @@ mod tests {
         );
         // Under per_task, UUIDs differ from SLURM_STEP_GPUS without being numbers from 0:
         // the configuration decides, not the tokens.
-        let per_task = [
-            vars[0],
-            vars[1],
-            ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
-            ("SLURM_CONF", "/etc/slurm/slurm.conf"),
-        ];
-        let gpus = read(env_of(&per_task), "NVIDIA", cgroup_tasks).unwrap();
+        let per_task = [vars[0], vars[1], ("SLURM_TRES_BIND", "gres/gpu:per_task:1")];
+        let gpus = read(env_of(&per_task), "NVIDIA", conf(), cgroup_tasks).unwrap();
         assert_eq!(gpus.numbered_locally, Some(Ok(false)));
         // A UUID the topology lacks is refused, naming it.
         let gone = [vars[0], ("CUDA_VISIBLE_DEVICES", "GPU-x,GPU-0000:01:00.0")];
-        let gpus = read(env_of(&gone), "NVIDIA", no_files).unwrap();
+        let gpus = read(env_of(&gone), "NVIDIA", conf(), no_files).unwrap();
         let e = two_tasks("gcsbnh", &gpus).unwrap_err();
         assert!(e.contains("GPU-x"), "{e}");
         // MIG instances are refused when the step is read, with the reason.
@@ -590,7 +587,7 @@ mod tests {
                 "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",
             ),
         ];
-        let e = read(env_of(&mig), "NVIDIA", no_files).unwrap_err();
+        let e = read(env_of(&mig), "NVIDIA", conf(), no_files).unwrap_err();
         assert!(e.contains("MIG instances"), "{e}");
     }
 
@@ -600,7 +597,7 @@ mod tests {
         // the card at 81:00.0 (CPUs 2-3), its GPU 2 the card at 01:00.0 (CPUs 0-1). By index
         // the task holding Slurm's GPU 0 would be put on CPU 0, beside the far card.
         let vars = [("SLURM_STEP_GPUS", "0,2"), ("CUDA_VISIBLE_DEVICES", "0,2")];
-        let mut gpus = read(env_of(&vars), "NVIDIA", no_files).unwrap();
+        let mut gpus = read(env_of(&vars), "NVIDIA", conf(), no_files).unwrap();
         gpus.cards = Some(vec!["0000:81:00.0".into(), "0000:01:00.0".into()]);
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
         assert_eq!(tasks[0].cpus.to_string(), "0");
@@ -631,6 +628,7 @@ mod tests {
                 ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
             ]),
             "NVIDIA",
+            conf(),
             no_files,
         )
         .unwrap();
@@ -662,6 +660,7 @@ mod tests {
         let gpus = read(
             env_of(&[("SLURM_STEP_GPUS", "0,2"), ("CUDA_VISIBLE_DEVICES", "0,2")]),
             "NVIDIA",
+            conf(),
             no_files,
         )
         .unwrap();
@@ -706,9 +705,8 @@ mod tests {
             ("CUDA_VISIBLE_DEVICES", "0,2"),
             ("SLURM_TRES_PER_TASK", "gres/gpu=1"),
             ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
-            ("SLURM_CONF", "/etc/slurm/slurm.conf"),
         ];
-        let gpus = read(env_of(&vars), "NVIDIA", cgroup_tasks).unwrap();
+        let gpus = read(env_of(&vars), "NVIDIA", conf(), cgroup_tasks).unwrap();
         assert_eq!(gpus.binding, SlurmGpuBind::PerTask(1));
         // Local task 0 is rank 1, local task 1 rank 0.
         let place = |gpus: &StepGpus| {
@@ -738,20 +736,20 @@ mod tests {
         // --gpu-bind=none: LAMA chooses, as without binding (rank 0 first: GPU 0).
         let mut none = vars;
         none[3] = ("SLURM_TRES_BIND", "gres/gpu:none");
-        let tasks = place(&read(env_of(&none), "NVIDIA", cgroup_tasks).unwrap());
+        let tasks = place(&read(env_of(&none), "NVIDIA", conf(), cgroup_tasks).unwrap());
         assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
         assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0,2"));
         // Another Slurm binding: refused, naming the way out.
         let mut closest = vars;
         closest[3] = ("SLURM_TRES_BIND", "gres/gpu:closest");
-        let gpus = read(env_of(&closest), "NVIDIA", cgroup_tasks).unwrap();
+        let gpus = read(env_of(&closest), "NVIDIA", conf(), cgroup_tasks).unwrap();
         let e = two_tasks("g", &gpus).unwrap_err();
         assert!(
             e.contains("--gpu-bind=closest") && e.contains("--gpu-bind=none"),
             "{e}"
         );
         // per_task:1 with more tasks than GPUs.
-        let gpus = read(env_of(&vars), "NVIDIA", cgroup_tasks).unwrap();
+        let gpus = read(env_of(&vars), "NVIDIA", conf(), cgroup_tasks).unwrap();
         let e = place_here(
             &node(),
             &request("g", None, false),
@@ -766,15 +764,21 @@ mod tests {
             "{e}"
         );
         // Without Slurm's binding no placement is tied to Slurm's GPUs.
-        let tasks = place(&read(env_of(&none), "NVIDIA", cgroup_tasks).unwrap());
+        let tasks = place(&read(env_of(&none), "NVIDIA", conf(), cgroup_tasks).unwrap());
         assert!(tasks.iter().all(|t| t.slurm_gpus.is_empty()));
     }
 
     #[test]
     fn steps_without_gpus_or_with_gpus_the_topology_lacks_are_refused() {
-        let e = read(env_of(&[]), "NVIDIA", no_files).unwrap_err();
+        let e = read(env_of(&[]), "NVIDIA", conf(), no_files).unwrap_err();
         assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
-        let gpus = read(env_of(&[("SLURM_STEP_GPUS", "4")]), "NVIDIA", no_files).unwrap();
+        let gpus = read(
+            env_of(&[("SLURM_STEP_GPUS", "4")]),
+            "NVIDIA",
+            conf(),
+            no_files,
+        )
+        .unwrap();
         let e = place_here(
             &node(),
             &request("g", None, false),
@@ -791,6 +795,7 @@ mod tests {
         let per = read(
             env_of(&[("SLURM_STEP_GPUS", "0"), ("SLURM_GPUS_PER_TASK", "tesla:2")]),
             "NVIDIA",
+            conf(),
             no_files,
         )
         .unwrap();

@@ -33,6 +33,19 @@ pub fn slurmd_spool_dir(node: &str) -> Result<PathBuf, String> {
     expand(&raw, node)
 }
 
+/// slurmstepd's own slurm.conf, beside which gres.conf and cgroup.conf are: the `SLURM_CONF` of
+/// this process's environment, which slurmd sets for itself before it forks slurmstepd (with
+/// `-f`, and in configless mode the cache it fetched the files into), and which Slurm's own
+/// `get_extra_conf_path` reads; `None` where it is not set. Never the job's `SLURM_CONF` (the
+/// user's to set: srun's value, `(null)` where srun fetched its configuration into memory),
+/// which [`slurm_spank::SpankHandle::getenv`] would give.
+pub fn config_file() -> Option<PathBuf> {
+    std::env::var_os("SLURM_CONF")
+        .filter(|v| !v.is_empty() && v.len() <= 4096)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
 fn expand(raw: &str, node: &str) -> Result<PathBuf, String> {
     if !raw.starts_with('/') {
         return Err(format!("SlurmdSpoolDir {raw} is not an absolute path"));

@@ -169,15 +169,18 @@ fn by_gpu(
     let vendor = gpus::machine_gpus(machine)
         .first()
         .map_or(String::new(), |d| d.vendor.clone());
+    // slurmstepd's own configuration, not the job's SLURM_CONF.
+    let slurm_conf = crate::slurm_conf::config_file();
     let mut step_gpus = gpus::read(
         |name| env(spank, name),
         &vendor,
+        slurm_conf.as_deref(),
         |path| crate::bounded::read_file(path, crate::bounded::MAX_SMALL_FILE),
     )?;
     if !step_gpus.uuids {
         // Which card each of Slurm's GPUs is, where gres.conf's files number them.
         step_gpus.cards = crate::gpu_cards::step_cards(
-            |name| env(spank, name),
+            slurm_conf.as_deref(),
             &slurm_node_name(spank)?,
             &step_gpus.slurm,
             &crate::gpu_cards::RealFiles,

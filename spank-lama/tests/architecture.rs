@@ -89,12 +89,32 @@ fn the_plugin_starts_no_thread_and_writes_one_file() {
             "{} starts a thread",
             path.display()
         );
-        let writes = ["fs::write", "File::create", "OpenOptions"]
-            .iter()
-            .any(|w| code.contains(w));
+        let writes = [
+            "fs::write",
+            "File::create",
+            ".write(true)",
+            ".append(true)",
+            ".create(true)",
+        ]
+        .iter()
+        .any(|w| code.contains(w));
         assert!(
             !writes || path.ends_with("topo_cache.rs"),
             "{} writes a file (only topo_cache.rs writes, the topology cache)",
+            path.display()
+        );
+    }
+}
+
+/// Slurm's configuration files are found from slurmstepd's own `SLURM_CONF` (its process
+/// environment, `slurm_conf.rs`), never from the job's: the name is read in no other module.
+#[test]
+fn the_jobs_slurm_conf_is_never_read() {
+    for (path, text) in plugin_sources() {
+        let reads = non_test(&text).contains("\"SLURM_CONF\"");
+        assert!(
+            !reads || path.ends_with("slurm_conf.rs"),
+            "{} reads SLURM_CONF (only slurm_conf.rs does, from slurmstepd's own environment)",
             path.display()
         );
     }

@@ -1223,6 +1223,18 @@ gpu_files_steps() {
     run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g || fail "srun 1g failed: $(cat "$work/err")" || return 1
     near "1g" || return 1
     assert_eq "1g: one task per socket" "0 1" "$(report_field 2 | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/ $//')" || return 1
+    # The job's SLURM_CONF is the user's: one pointing at a copy of slurm.conf beside a
+    # gres.conf in the other order (on the submit host, for srun, and on node1) changes
+    # nothing, since slurmstepd's own configuration is read (by hand: the same CPUs as above).
+    local m fake=/tmp/lama-user-conf
+    for m in slurmctld node1; do
+        "$cluster" exec -u tester "$m" sh -c "rm -rf $fake && mkdir $fake && { cp -r /etc/slurm/. $fake/ 2>/dev/null; test -f $fake/slurm.conf; } \
+            && printf 'AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/nvidia[0-3] Cores=0\n' > $fake/gres.conf" || return 1
+    done
+    local srun_prefix=(env SLURM_CONF=$fake/slurm.conf)
+    run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g || fail "srun 1g, user's SLURM_CONF: $(cat "$work/err")" || return 1
+    near "1g with the user's SLURM_CONF" || return 1
+    srun_prefix=()
     # Slurm's own per-task choice: task/affinity puts task 0 on CPU 1, and Slurm gives it the
     # free GPU whose Cores= hold CPU 1, GPU 0 or 1; LAMA keeps it there.
     run_srun -w node1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:1,0 --lama-map=gcsbnh || fail "srun map_cpu failed: $(cat "$work/err")" || return 1

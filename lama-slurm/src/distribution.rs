@@ -328,10 +328,10 @@ pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
 /// The distinct CPU counts in Slurm's compressed per-node list (`SLURM_JOB_CPUS_PER_NODE`,
 /// e.g. `2(x3),4`), in order of appearance; `None` when it cannot be read.
 pub fn distinct_cpus_per_node(list: &str) -> Option<Vec<u32>> {
-    let mut out: Vec<u32> = Vec::new();
+    let (mut out, mut seen) = (Vec::new(), std::collections::HashSet::new());
     for item in list.split(',') {
         let count = item.split('(').next()?.trim().parse::<u32>().ok()?;
-        if !out.contains(&count) {
+        if seen.insert(count) {
             out.push(count);
         }
     }

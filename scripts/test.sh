@@ -9,10 +9,11 @@
 # when this machine can run it; when it cannot, it says why and goes on. Installs what it
 # needs first.
 #
-# The parts run in four lanes at the same time (scripts/parts.sh; docs/testing.md says why and
-# what each part takes): "build" (crates, clippy, packages, RPM: the CPU-bound parts), "images"
-# (the clusters' and guests' images: mostly downloads and dpkg), "docker" (the docker suites,
-# which mostly wait on Slurm) and "guest" (the QEMU guests, which keep one core busy). A part
+# The parts run in lanes at the same time (scripts/parts.sh; docs/testing.md says why and what
+# each part takes): "build" (crates, clippy, packages, RPM: the CPU-bound parts), "images"
+# (the clusters' and guests' images: mostly downloads and dpkg), "docker-24.11" and
+# "docker-26.05" (the docker suites, which mostly wait on Slurm) and "guest" (the QEMU guests,
+# which keep one core busy). A part
 # starts once the parts it needs have passed; each part's output is in its own log under
 # target/test-logs (LAMA_TEST_LOGS=DIR elsewhere), and the end of the run prints every part's
 # lane, start, time, result and test counts, the logs of the parts that failed, and a closing
@@ -73,25 +74,32 @@ vm_test() {
     part rpm deb-24.11 image-26.05 -- tests/rpm.sh
 ) &
 lanes=($!)
-# images: the other clusters' images (mmdebstrap, the node image with Open MPI and MPICH, the
-# source-built Slurm) and the guests' (cached by a hash of their inputs: nothing to do when
-# they are there).
+# images: the guests' images first (the guests, the longest lane, start as soon as their
+# package is built), then the other clusters' images (mmdebstrap, the node image with Open MPI
+# and MPICH, the source-built Slurm). Each is cached by a hash of its inputs: nothing to do when
+# it is there.
 (
     set +e; PARTS_LANE=images
-    part image-26.05 -- env LAMA_SLURM=26.05 docker/cluster.sh build
-    [ -z "$with_src" ] || part image-src-24.11 -- env LAMA_SLURM=src-24.11 docker/cluster.sh build
     if [ -z "$vm_why" ]; then
         for f in "${flavours[@]}"; do part "guest-image-$f" -- env LAMA_SLURM="$f" vmnode/vm.sh build; done
     fi
+    part image-26.05 -- env LAMA_SLURM=26.05 docker/cluster.sh build
+    [ -z "$with_src" ] || part image-src-24.11 -- env LAMA_SLURM=src-24.11 docker/cluster.sh build
 ) &
 lanes+=($!)
-# docker: each flavour's cluster (its own compose project, network and staging directory).
-(
-    set +e; PARTS_LANE=docker
-    for f in "${flavours[@]}"; do part "e2e-$f" "deb-$f" -- env LAMA_SLURM="$f" tests/e2e/ci.sh; done
-    [ -z "$with_src" ] || part e2e-src-24.11 deb-src-24.11 -- env LAMA_SLURM=src-24.11 tests/e2e/ci.sh "${src_tests[@]}"
-) &
-lanes+=($!)
+# docker: a lane per flavour, each with its own cluster (its own compose project, network and
+# staging directory); the source-built cluster after 24.11's. Every cluster's tests check
+# that dpkg refuses the other release's package: both packages first.
+for f in "${flavours[@]}"; do
+    (
+        set +e; PARTS_LANE=docker-$f
+        part "e2e-$f" deb-24.11 deb-26.05 -- env LAMA_SLURM="$f" tests/e2e/ci.sh
+        if [ -n "$with_src" ] && [ "$f" == 24.11 ]; then
+            part e2e-src-24.11 deb-src-24.11 deb-26.05 -- env LAMA_SLURM=src-24.11 tests/e2e/ci.sh "${src_tests[@]}"
+        fi
+    ) &
+    lanes+=($!)
+done
 # guest: one guest at a time (each keeps a core busy), once its package and image are there.
 (
     set +e; PARTS_LANE=guest

@@ -30,6 +30,7 @@ part() {
         until [ -f "$parts_dir/$need.rc" ]; do sleep 2; done
         if [ "$(cat "$parts_dir/$need.rc")" != 0 ]; then
             echo "needs $need, which did not pass" > "$parts_dir/$name.why"
+            date +%s > "$parts_dir/$name.start"
             echo skip > "$parts_dir/$name.rc"
             log "$name: not run ($need did not pass)"
             return 1
@@ -65,11 +66,19 @@ parts_counts() {
         END { if (n) print p + 0, f + 0 }' "$1" 2>/dev/null
 }
 
+# The parts in the order they started (a part not run: when it was given up).
+parts_by_start() {
+    local name
+    while read -r name; do
+        echo "$(cat "$parts_dir/$name.start" 2>/dev/null || echo 0) $name"
+    done < "$parts_dir/order" | sort -n -s -k1,1 | cut -d' ' -f2
+}
+
 parts_report() {
     local name rc start end dur result counts total_p=0 total_f=0 bad=0 bad_parts= tsv=$parts_dir/times.tsv
     printf 'part\tlane\tstart_s\tseconds\tresult\tpassed\tfailed\n' > "$tsv"
     echo
-    printf '%-16s %-8s %7s %8s  %-9s %s\n' part lane start seconds result tests
+    printf '%-18s %-12s %7s %8s  %-9s %s\n' part lane start seconds result tests
     while read -r name; do
         rc=$(cat "$parts_dir/$name.rc" 2>/dev/null || echo none)
         start=$(cat "$parts_dir/$name.start" 2>/dev/null || echo "$parts_t0")
@@ -84,11 +93,11 @@ parts_report() {
         if [ -n "$counts" ]; then
             total_p=$((total_p + ${counts% *})); total_f=$((total_f + ${counts#* }))
         fi
-        printf '%-16s %-8s %7s %8s  %-9s %s\n' "$name" "$(cat "$parts_dir/$name.lane")" \
+        printf '%-18s %-12s %7s %8s  %-9s %s\n' "$name" "$(cat "$parts_dir/$name.lane")" \
             "$(parts_clock "$start")" "$dur" "$result" "${counts:+${counts% *} passed, ${counts#* } failed}"
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$(cat "$parts_dir/$name.lane")" \
             $((start - parts_t0)) "$dur" "$result" "${counts% *}" "${counts#* }" >> "$tsv"
-    done < "$parts_dir/order"
+    done < <(parts_by_start)
     echo "wall time: $(($(date +%s) - parts_t0))s (each part's log and times.tsv in ${parts_dir#"$PWD"/})"
     while read -r name; do
         rc=$(cat "$parts_dir/$name.rc" 2>/dev/null || echo none)

@@ -76,6 +76,7 @@ pub fn has_own_options(user: &UserOptions, inherited: &[(&'static str, String)])
         (OPT_PLAN, user.plan.as_deref()),
         (OPT_VERBOSE, user.verbose.then_some("")),
         (OPT_OMP, user.omp.then_some("")),
+        (OPT_GPU_ISOLATE, user.gpu_isolate.then_some("")),
     ];
     values
         .iter()
@@ -143,5 +144,15 @@ mod tests {
         };
         assert!(has_own_options(&added, &inherited));
         assert!(has_own_options(&changed, &[]));
+        // Every option counts, --lama-gpu-isolate too (it was missing from the list).
+        let isolate = UserOptions {
+            gpu_isolate: true,
+            ..UserOptions::default()
+        };
+        assert!(has_own_options(&isolate, &inherited));
+        assert!(!has_own_options(
+            &isolate,
+            &[("lama-gpu-isolate", String::new())]
+        ));
     }
 }

@@ -9,9 +9,9 @@ fn env(spank: &SpankHandle, name: &str) -> Option<String> {
 }
 
 /// Whether the step is heterogeneous (`srun A : B`), as srun decides it: `SLURM_HET_SIZE` in the
-/// environment (srun itself asks `getenv("SLURM_HET_SIZE")`, and sets it in every component's).
-/// The names before Slurm 20.02 (`SLURM_PACK_*`) are not read: no supported Slurm sets them,
-/// and only a user could.
+/// environment (srun asks `getenv("SLURM_HET_SIZE")`, `srun_job.c`; salloc and slurmctld set it
+/// beside the old `SLURM_PACK_SIZE`). `SLURM_PACK_SIZE` alone, which only a user sets, does not
+/// make a step heterogeneous.
 pub fn is_het(env: impl Fn(&str) -> Option<String>) -> bool {
     env("SLURM_HET_SIZE").is_some()
 }
@@ -112,7 +112,12 @@ fn component_node(
     let size: u32 = env("SLURM_HET_SIZE")
         .and_then(|s| s.trim().parse().ok())
         .ok_or("SLURM_HET_SIZE is not a number")?;
-    let group = |what: &str, i: u32| env(&format!("{what}_HET_GROUP_{i}"));
+    // Slurm writes each component's variables under both names (env.c
+    // `env_array_overwrite_het_fmt`), and an srun that makes the heterogeneous job itself only
+    // the old one (srun_job.c `_build_key`: `SLURM_JOB_ID_PACK_GROUP_<i>`).
+    let group = |what: &str, i: u32| {
+        env(&format!("{what}_HET_GROUP_{i}")).or_else(|| env(&format!("{what}_PACK_GROUP_{i}")))
+    };
     // (Slurm limits a heterogeneous job to MAX_HET_JOB_COMPONENTS, 128, components.)
     let component = (0..size.min(128))
         .find(|&i| group("SLURM_JOB_ID", i).is_some_and(|j| j.trim() == here.job.to_string()))
@@ -178,10 +183,10 @@ mod tests {
             match var {
                 "SLURM_STEP_NODELIST" => "node[1-3]",
                 "SLURM_HET_SIZE" => "2",
-                "SLURM_JOB_ID_HET_GROUP_0" => "1",
-                "SLURM_JOB_ID_HET_GROUP_1" => "2",
+                "SLURM_JOB_ID_PACK_GROUP_0" | "SLURM_JOB_ID_HET_GROUP_0" => "1",
+                "SLURM_JOB_ID_PACK_GROUP_1" => "2",
                 "SLURM_JOB_NODELIST_HET_GROUP_0" => "node2",
-                "SLURM_JOB_NODELIST_HET_GROUP_1" => "node[1,3]",
+                "SLURM_JOB_NODELIST_PACK_GROUP_1" => "node[1,3]",
                 _ => return None,
             }
             .to_string(),
@@ -259,10 +264,10 @@ mod tests {
         );
     }
 
-    /// A user who exports the variables of a heterogeneous job before a plain srun: the names
-    /// before Slurm 20.02 do not make a step heterogeneous, and a forged list of a billion
-    /// names behind a 100 KB prefix (about 100 TB expanded) is counted and searched, not
-    /// expanded; the error names its size, not its text.
+    /// A user who exports the variables of a heterogeneous job before a plain srun:
+    /// `SLURM_PACK_SIZE` alone does not make a step heterogeneous (srun asks `SLURM_HET_SIZE`),
+    /// and a forged list of a billion names behind a 100 KB prefix (about 100 TB expanded) is
+    /// counted and searched, not expanded; the error names its size, not its text.
     #[test]
     fn a_forged_heterogeneous_environment_costs_nothing() {
         use super::{node_name_of, Here};

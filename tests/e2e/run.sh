@@ -870,6 +870,29 @@ t_plan_in_heterogeneous_step() {
     assert_empty "tasks that ran on node1 or node2" "$(grep -E '^[0-9]+ node[12] ' "$work/out")"
 }
 
+t_forged_heterogeneous_environment() {
+    # A user exports a heterogeneous job's variables under their old names (SLURM_PACK_SIZE,
+    # SLURM_*_PACK_GROUP_1), with a node list of 100,000 names behind a 60,000-character prefix
+    # (about 6 GB expanded), before a plain srun of a 1-rank plan. srun decides heterogeneity by
+    # SLURM_HET_SIZE alone, and so does the plugin now: the step is a plain one, placed as planned (by hand:
+    # CPU 1), and slurmstepd stays small (it grew to 6.1 GB on 24.11 and 6.0 GB on 26.05 when
+    # the plugin expanded the list). The task reads its parent's (slurmstepd's) peak memory.
+    printf 'lama-plan 1\nranks 1\nrank 0 node1 pu 1 cpus 1\n' | as_user sh -c 'cat > /tmp/forged.lama' || return 1
+    local prefix report
+    prefix=$(head -c 60000 /dev/zero | tr '\0' p)
+    report='echo "$(grep Cpus_allowed_list /proc/self/status | cut -f2) $(awk "/^VmHWM/ { print \$2 }" /proc/$PPID/status) $(cat /proc/$PPID/comm)"'
+    as_user timeout 120 salloc -w node1 -n1 sh -c "export SLURM_PACK_SIZE=2 SLURM_JOB_ID_PACK_GROUP_1=\$SLURM_JOB_ID \
+        SLURM_JOB_NODELIST_PACK_GROUP_1='${prefix}[0-99999]'; srun -n1 --lama-plan=/tmp/forged.lama sh -c '$report'" \
+        > "$work/out" 2> "$work/err" || fail "the step failed: $(head -c 600 "$work/err")" || return 1
+    local cpus kb comm
+    read -r cpus kb comm < <(grep -E '^[0-9]' "$work/out")
+    assert_eq "the planned CPU (by hand)" 1 "$cpus" || return 1
+    assert_eq "the task's parent" slurmstepd "$comm" || return 1
+    [[ "$kb" =~ ^[0-9]+$ ]] && [ "$kb" -lt $((256 * 1024)) ] \
+        || fail "slurmstepd's peak memory: [$kb] kB, not under 256 MiB" || return 1
+    echo "    slurmstepd's peak memory (VmHWM): $((kb / 1024)) MiB" >&2
+}
+
 t_bad_plan_refused() {
     plan_for ring6 "$(printf '0 1 1\n1 2 1\n2 3 1\n3 4 1\n4 5 1\n5 0 1\n')" || return 1
     # A plan edited by hand into nonsense: refused before launch, with its line.
@@ -1542,7 +1565,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil
-    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_plan_in_heterogeneous_step t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards
+    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_plan_in_heterogeneous_step t_forged_heterogeneous_environment t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards
     t_cpu_bind_and_lama t_topology_node_order
     t_daemons_still_up)
 

@@ -881,8 +881,10 @@ t_forged_heterogeneous_environment() {
     local prefix report
     prefix=$(head -c 60000 /dev/zero | tr '\0' p)
     report='echo "$(grep Cpus_allowed_list /proc/self/status | cut -f2) $(awk "/^VmHWM/ { print \$2 }" /proc/$PPID/status) $(cat /proc/$PPID/comm)"'
-    as_user timeout 120 salloc -w node1 -n1 sh -c "export SLURM_PACK_SIZE=2 SLURM_JOB_ID_PACK_GROUP_1=\$SLURM_JOB_ID \
-        SLURM_JOB_NODELIST_PACK_GROUP_1='${prefix}[0-99999]'; srun -n1 --lama-plan=/tmp/forged.lama sh -c '$report'" \
+    # (-c2: the step has both of node1's CPUs, and the plan takes CPU 1 of them, where Slurm
+    # alone would bind the task to both.)
+    as_user timeout 120 salloc -w node1 -n1 -c2 sh -c "export SLURM_PACK_SIZE=2 SLURM_JOB_ID_PACK_GROUP_1=\$SLURM_JOB_ID \
+        SLURM_JOB_NODELIST_PACK_GROUP_1='${prefix}[0-99999]'; srun -n1 -c2 --lama-plan=/tmp/forged.lama sh -c '$report'" \
         > "$work/out" 2> "$work/err" || fail "the step failed: $(head -c 600 "$work/err")" || return 1
     local cpus kb comm
     read -r cpus kb comm < <(grep -E '^[0-9]' "$work/out")

@@ -17,8 +17,9 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// (Saturating: `n[0-18446744073709551615]` holds one name more than a u64 counts.)
     fn len(&self) -> u64 {
-        self.hi - self.lo + 1
+        (self.hi - self.lo).saturating_add(1)
     }
     fn name(&self, k: u64) -> String {
         if self.plain {
@@ -97,7 +98,7 @@ fn each_run<'a>(
             };
             let (a, b) = (parse(lo)?, parse(hi)?);
             if a > b {
-                return Err(bad(&format!("the range '{range}' runs backwards")));
+                return Err(bad(&format!("the range '{}' runs backwards", shown(range))));
             }
             let run = Run {
                 prefix,
@@ -135,7 +136,7 @@ pub fn expand(expr: &str) -> Result<Vec<String>, String> {
     let mut names = Vec::new();
     let mut too_many = false;
     each_run(expr, |run| {
-        if names.len() as u64 + run.len() > MAX_NAMES as u64 {
+        if (names.len() as u64).saturating_add(run.len()) > MAX_NAMES as u64 {
             too_many = true;
             return std::ops::ControlFlow::Break(());
         }
@@ -242,6 +243,15 @@ mod tests {
         let last = nth(&huge, 999_999_999).unwrap().unwrap();
         assert!(last.ends_with("999999999") && last.len() == 100_009);
         assert!(contains(&huge, &last).unwrap());
+        // The widest range a u64 holds: counted (saturating), its last name found.
+        let widest = "n[0-18446744073709551615]";
+        assert_eq!(count(widest).unwrap(), u64::MAX);
+        assert_eq!(
+            nth(widest, u64::MAX - 1).unwrap().as_deref(),
+            Some("n18446744073709551614")
+        );
+        assert!(contains(widest, "n18446744073709551615").unwrap());
+        assert!(expand(widest).unwrap_err().contains("more than"));
         // ...and an error that quotes it stays short.
         let bad = format!("{huge},");
         let e = nth(&bad, 0).unwrap_err();

@@ -46,15 +46,12 @@ parts_init "${LAMA_TEST_LOGS:-$PWD/target/test-logs}"
 parts_watch "${LAMA_TEST_WARN_S:-3600}"
 trap 'kill "$parts_watcher" 2>/dev/null || true' EXIT
 
-# The guest of flavour F (CgroupJobIdPaths is a 26.05 setting: the 24.11 guest never gets it),
-# at nice -5 with everything it starts here (QEMU, and the ssh, shell and lama of every test
-# step): the guest lane is the longest, and its steps wait on these host processes as much as
-# on the guest (docs/testing.md).
+# The guest of flavour F (CgroupJobIdPaths is a 26.05 setting: the 24.11 guest never gets it).
 vm_test() {
     if [ "$1" == 24.11 ]; then
-        nice -n -5 env -u LAMA_VM_CGROUP_JOB_ID_PATHS LAMA_SLURM="$1" vmnode/vm.sh test
+        env -u LAMA_VM_CGROUP_JOB_ID_PATHS LAMA_SLURM="$1" vmnode/vm.sh test
     else
-        nice -n -5 env LAMA_SLURM="$1" vmnode/vm.sh test
+        LAMA_SLURM="$1" vmnode/vm.sh test
     fi
 }
 

@@ -114,9 +114,9 @@ fn each_run<'a>(
     Ok(())
 }
 
-/// An expression as an error shows it: whole when short, else its start and its length (a
+/// An expression as a message shows it: whole when short, else its start and its length (a
 /// job's node list can be hundreds of KB, and a user's far longer).
-fn shown(expr: &str) -> String {
+pub fn shown(expr: &str) -> String {
     const MAX: usize = 200;
     if expr.len() <= MAX {
         return expr.to_string();

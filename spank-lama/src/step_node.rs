@@ -1,6 +1,7 @@
 //! Which node this is in a step, as Slurm numbers it, and which ranks a plan's tasks have in a
 //! heterogeneous step, where slurmstepd counts within one component.
 
+use lama_slurm::hostlist::shown;
 use slurm_spank::SpankHandle;
 
 /// A variable of the step's environment, if it is there and not absurdly long.
@@ -145,18 +146,9 @@ fn component_node(
          ({}), and neither its node list ({} holds every component's) nor this host's name \
          ({host}) tells which one this is",
         here.nodes,
-        short(&list),
-        short(all),
+        shown(&list),
+        shown(all),
     ))
-}
-
-/// A node list as a message shows it: whole when short, else its length.
-fn short(list: &str) -> String {
-    if list.len() <= 200 {
-        list.to_string()
-    } else {
-        format!("a list of {} bytes", list.len())
-    }
 }
 
 /// The `id`th name of a Slurm hostlist, found without expanding it.
@@ -167,7 +159,7 @@ fn nth_node(list: &str, id: u32) -> Result<String, String> {
     Err(format!(
         "S_JOB_NODEID {id} is beyond the step's {} node(s) ({})",
         lama_slurm::hostlist::count(list)?,
-        short(list)
+        shown(list)
     ))
 }
 
@@ -258,7 +250,8 @@ mod tests {
         assert_eq!(
             e,
             format!(
-                "S_JOB_NODEID 100000 is beyond the step's 100000 node(s) (a list of {} bytes)",
+                "S_JOB_NODEID 100000 is beyond the step's 100000 node(s) ({}... ({} bytes))",
+                &kept[..200],
                 kept.len()
             )
         );
@@ -301,9 +294,10 @@ mod tests {
         let e = node_name_of(forged, &here, || "node1".into()).unwrap_err();
         assert!(e.len() < 500, "{}", e.len());
         assert!(
-            e.contains(
-                "runs on 1 of its component 1's 1000000000 node(s) (a list of 100013 bytes)"
-            ),
+            e.contains(&format!(
+                "runs on 1 of its component 1's 1000000000 node(s) ({}... (100013 bytes))",
+                "p".repeat(200)
+            )),
             "{e}"
         );
     }

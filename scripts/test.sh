@@ -40,7 +40,6 @@ with_src=
 [ -n "${LAMA_SLURM:-}" ] || with_src=1
 
 scripts/deps.sh
-vm_why=
 vm_why=$(env -u LAMA_VM_CGROUP_JOB_ID_PATHS vmnode/vm.sh check 2>&1) && vm_why=
 parts_init "${LAMA_TEST_LOGS:-$PWD/target/test-logs}"
 parts_watch "${LAMA_TEST_WARN_S:-3600}"
@@ -113,7 +112,6 @@ done
 lanes+=($!)
 # (Each part's result is in its files: a lane's status says nothing more.)
 wait "${lanes[@]}" || true
-kill "$parts_watcher" 2>/dev/null || true
 
 not_run=
 [ -z "$vm_why" ] || not_run="NOT RUN: the tests on the QEMU test node, as ${vm_why#vmnode: }"

@@ -31,6 +31,19 @@ pub enum GpuNumbering {
 
 /// Most `Include` levels followed.
 const MAX_INCLUDE_DEPTH: usize = 8;
+/// Most files read through `Include`, at all levels together: slurmd's own gres.conf includes
+/// a few. Depth alone does not bound the work (each level may include the same file many
+/// times).
+pub const MAX_INCLUDED_FILES: usize = 64;
+/// Most records (lines that are not `Include`) in gres.conf and its included files together.
+pub const MAX_RECORDS: usize = 65_536;
+
+/// What reading gres.conf has used so far of its bounds.
+#[derive(Default)]
+struct Read {
+    files: usize,
+    records: Vec<Record>,
+}
 
 /// One line of gres.conf as `key=value` pairs, keys in lower case.
 type Record = Vec<(String, String)>;
@@ -43,8 +56,9 @@ pub fn gpu_numbering(
     node: &str,
     include: &dyn Fn(&str) -> Result<String, String>,
 ) -> Result<GpuNumbering, String> {
-    let mut records = Vec::new();
-    collect(text, include, 0, &mut records)?;
+    let mut read = Read::default();
+    collect(text, include, 0, &mut read)?;
+    let records = read.records;
     let value = |r: &Record, key: &str| {
         r.iter()
             .rev()
@@ -93,12 +107,12 @@ pub fn gpu_numbering(
     Ok(GpuNumbering::Configured(gpus))
 }
 
-/// The records of `text` and of the files it includes, in order.
+/// The records of `text` and of the files it includes, in order, within the bounds above.
 fn collect(
     text: &str,
     include: &dyn Fn(&str) -> Result<String, String>,
     depth: usize,
-    out: &mut Vec<Record>,
+    out: &mut Read,
 ) -> Result<(), String> {
     for line in logical_lines(text) {
         let words = words(&line)?;
@@ -111,9 +125,20 @@ fn collect(
                     "gres.conf: more than {MAX_INCLUDE_DEPTH} levels of Include"
                 ));
             }
+            if out.files >= MAX_INCLUDED_FILES {
+                return Err(format!(
+                    "gres.conf: more than {MAX_INCLUDED_FILES} files included in all"
+                ));
+            }
+            out.files += 1;
             let path = words.get(1).ok_or("gres.conf: Include without a file")?;
             collect(&include(path)?, include, depth + 1, out)?;
             continue;
+        }
+        if out.records.len() >= MAX_RECORDS {
+            return Err(format!(
+                "gres.conf: more than {MAX_RECORDS} lines in it and the files it includes"
+            ));
         }
         let mut record = Record::new();
         for w in &words {
@@ -122,7 +147,7 @@ fn collect(
                 .ok_or_else(|| format!("gres.conf: '{w}' in '{line}' is not key=value"))?;
             record.push((k.to_ascii_lowercase(), v.to_string()));
         }
-        out.push(record);
+        out.records.push(record);
     }
     Ok(())
 }
@@ -291,5 +316,34 @@ mod tests {
         let looped = |_: &str| Ok("include self.conf\n".to_string());
         let err = gpu_numbering("include self.conf\n", "n1", &looped).unwrap_err();
         assert!(err.contains("levels of Include"), "{err}");
+    }
+
+    #[test]
+    fn wide_include_trees_are_bounded() {
+        use std::cell::Cell;
+        // Two levels, each file including the next 100 times: 100^8 files at the depth
+        // bound without a count bound.
+        let reads = Cell::new(0usize);
+        let wide = |p: &str| {
+            reads.set(reads.get() + 1);
+            let level: usize = p.trim_end_matches(".conf").parse().unwrap();
+            let next = format!("include {}.conf\n", level + 1);
+            Ok(if level < 2 {
+                next.repeat(100)
+            } else {
+                String::new()
+            })
+        };
+        let err = gpu_numbering("include 1.conf\n", "n1", &wide).unwrap_err();
+        assert!(err.contains("more than 64 files included"), "{err}");
+        assert_eq!(reads.get(), MAX_INCLUDED_FILES);
+        // One included file of many records, included a few times.
+        let big = |_: &str| Ok("Name=gpu File=/dev/nvidia0\n".repeat(30_000));
+        let err = gpu_numbering(&"include big.conf\n".repeat(3), "n1", &big).unwrap_err();
+        assert!(err.contains("more than 65536 lines"), "{err}");
+        // Within the bounds, the records are all read.
+        let ok = |_: &str| Ok("Name=gpu File=/dev/nvidia0\n".to_string());
+        let many = "include one.conf\n".repeat(MAX_INCLUDED_FILES);
+        assert_eq!(files(&gpu_numbering(&many, "n1", &ok).unwrap()).len(), 64);
     }
 }

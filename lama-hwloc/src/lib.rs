@@ -117,15 +117,44 @@ pub enum Io {
     /// Keep the important ones: what GPU and NIC placement needs. Live discovery then scans
     /// PCI and runs whichever vendor components hwloc has (CUDA, NVML, ROCm SMI, ...).
     Keep,
+    /// Keep the important ones as the kernel shows them (PCI devices, and the OS devices sysfs
+    /// names: DRM render nodes, network and InfiniBand interfaces, disks), without hwloc's
+    /// vendor components ([`VENDOR_COMPONENTS`]), which load the GPU vendors' libraries and
+    /// wake their drivers: for root slurmd at every start and for slurmstepd. GPUs are then
+    /// known by their PCI class and vendor.
+    Kernel,
     /// Leave them out: the CPU levels only. Live discovery then reads no PCI device and loads
     /// no vendor library; an XML file's I/O objects are skipped.
     Skip,
 }
 
+/// hwloc's discovery components that call a GPU vendor's library (hwloc 2.x: `cuda` the CUDA
+/// runtime, `nvml` NVIDIA's management library, `rsmi` ROCm SMI, `levelzero` oneAPI Level
+/// Zero, `opencl` an OpenCL ICD loader and its vendors' drivers, `gl` the X server's NV-CONTROL).
+pub const VENDOR_COMPONENTS: [&str; 6] = ["cuda", "nvml", "rsmi", "levelzero", "opencl", "gl"];
+
 fn builder(io: Io) -> Result<TopologyBuilder, LoadError> {
+    let mut b = io_builder(io)?;
+    if io == Io::Kernel {
+        for name in VENDOR_COMPONENTS {
+            // hwloc refuses to exclude a component it does not have (EINVAL, seen with
+            // Debian's hwloc, built without CUDA): try on a throwaway builder first, since a
+            // refused call consumes the builder.
+            if io_builder(io)?.without_component(name).is_ok() {
+                b = b.without_component(name).map_err(|e| LoadError::Hwloc {
+                    action: "leave out a GPU vendor's discovery component",
+                    reason: e.to_string(),
+                })?;
+            }
+        }
+    }
+    Ok(b)
+}
+
+fn io_builder(io: Io) -> Result<TopologyBuilder, LoadError> {
     // I/O objects are dropped by hwloc unless its filters keep them, also when it reads XML.
     let filter = match io {
-        Io::Keep => TypeFilter::KeepImportant,
+        Io::Keep | Io::Kernel => TypeFilter::KeepImportant,
         Io::Skip => TypeFilter::KeepNone,
     };
     TopologyBuilder::new()
@@ -697,7 +726,12 @@ fn devices(topology: &Topology) -> Vec<DeviceSpec> {
 /// written. With [`Source::Live`], this host's, for admins to save at boot and name in the
 /// plugin's `topology=` setting, and for the plugin's topology cache.
 pub fn export_xml(source: &Source) -> Result<String, LoadError> {
-    let (mut topology, _) = load_hwloc(source)?;
+    export_xml_with(source, Io::Keep)
+}
+
+/// [`export_xml`] with the I/O objects `io` keeps: slurmd's topology cache uses [`Io::Kernel`].
+pub fn export_xml_with(source: &Source, io: Io) -> Result<String, LoadError> {
+    let (mut topology, _) = load_hwloc_with(source, io)?;
     topology
         .edit(|editor| editor.allow(AllowSet::All))
         .map_err(|e| LoadError::Hwloc {

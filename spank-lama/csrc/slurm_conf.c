@@ -20,3 +20,28 @@ const char *lama_slurmd_spooldir(void)
 {
 	return &slurm_conf ? slurm_conf.slurmd_spooldir : NULL;
 }
+
+/*
+ * Slurm's functions that map a host to its NodeName (read_config.c, exported by
+ * libslurmfull). Weak, like slurm_conf.
+ */
+extern char *slurm_conf_get_nodename(const char *node_hostname) __attribute__((weak));
+extern char *slurm_conf_get_aliased_nodename(void) __attribute__((weak));
+
+/*
+ * The NodeName slurmd gives itself without -N (slurmd.c, _read_config, 24.11 to 26.05): the
+ * node whose NodeHostname is the short host name, else the one whose NodeHostname is an alias
+ * of this host; NULL outside slurmd or without a match. The string Slurm allocates is kept:
+ * this runs once, when slurmd starts.
+ */
+const char *lama_slurmd_node_name(const char *short_host)
+{
+	char *name = NULL;
+
+	if (!&slurm_conf || !slurm_conf_get_nodename || !slurm_conf_get_aliased_nodename)
+		return NULL;
+	name = slurm_conf_get_nodename(short_host);
+	if (!name)
+		name = slurm_conf_get_aliased_nodename();
+	return name;
+}

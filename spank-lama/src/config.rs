@@ -169,7 +169,8 @@ pub const KEYS: [(&str, &str, &str); 13] = [
     (
         "topology",
         "path of the node's hwloc XML, %n = node name",
-        "The node's hwloc XML file, %n standing for the node's short host name, for example \
+        "The node's hwloc XML file, %n standing for the node's NodeName (its short host name \
+         where slurmd does not say otherwise), for example \
          /etc/slurm/topology/%n.xml (write it with lama export). Used first when it matches \
          the node's online CPUs.",
     ),

@@ -16,6 +16,7 @@
 use crate::config::{OnFailure, SiteConfig};
 use crate::error::{AlreadyShown, StepError};
 use crate::request::Origin;
+use crate::slurm_conf::Daemon;
 use crate::step::Step;
 use crate::topology::short_host_name;
 use crate::{inherited, options, request, step, submit, task, topology};
@@ -30,6 +31,10 @@ pub struct Lama {
     node: String,
     inherited: Vec<(&'static str, String)>,
     step: Step,
+    /// In slurmstepd: why this node's plugstack.conf line is invalid, if it is. `init` does
+    /// not fail there (see [`Lama::init`]); `user_init` fails every step that LAMA would
+    /// place with this text.
+    broken_site: Option<String>,
 }
 
 /// Shows `message` to the user (srun/sbatch/salloc's terminal, or the step's) and fails.
@@ -42,7 +47,31 @@ fn refuse(message: impl std::fmt::Display, context_is_step: bool) -> Box<dyn Err
     Box::new(AlreadyShown)
 }
 
+/// The plugin's plugstack.conf line, read. An argument that is not UTF-8 is a configuration
+/// error like any other.
+fn site_configuration(spank: &SpankHandle) -> Result<SiteConfig, crate::config::ConfigError> {
+    match spank.plugin_argv() {
+        Ok(args) => SiteConfig::from_args(&args, |path| {
+            crate::bounded::read_file(std::path::Path::new(path), crate::bounded::MAX_SMALL_FILE)
+        }),
+        Err(e) => Err(crate::config::ConfigError {
+            origin: "plugstack.conf".to_string(),
+            message: format!(
+                "an argument of the plugin's line is not text ({e}); write it in UTF-8"
+            ),
+        }),
+    }
+}
+
 impl Lama {
+    /// This node's name (its `NodeName`, else its host name) and Slurm's spool directory, as
+    /// the daemon the plugin runs in has them.
+    fn locate(&mut self, daemon: Daemon) {
+        let host = short_host_name();
+        self.node = crate::slurm_conf::node_name(daemon, &host).unwrap_or_else(|| host.clone());
+        self.site.spool_dir = crate::slurm_conf::slurmd_spool_dir(&self.node, &host);
+    }
+
     /// Says once, from this node, that LAMA binds nothing in this step and why: the step's
     /// CPUs here are unknown, and binding by a guess could bind onto another job's CPUs.
     fn not_bound(&self, why: &str) {
@@ -104,30 +133,14 @@ unsafe impl Plugin for Lama {
 
     fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         let context = spank.context()?;
-        // A plugstack.conf argument that is not UTF-8 is a configuration error like any other:
-        // in slurmd it is logged and slurmd goes on.
-        let site = match spank.plugin_argv() {
-            Ok(args) => SiteConfig::from_args(&args, |path| {
-                crate::bounded::read_file(
-                    std::path::Path::new(path),
-                    crate::bounded::MAX_SMALL_FILE,
-                )
-            }),
-            Err(e) => Err(crate::config::ConfigError {
-                origin: "plugstack.conf".to_string(),
-                message: format!(
-                    "an argument of the plugin's line is not text ({e}); write it in UTF-8"
-                ),
-            }),
-        };
+        let site = site_configuration(spank);
         if context == Context::Slurmd {
             // An error returned here stops slurmd (and, after a restart, takes the node down
             // with its jobs): log it and go on. Steps read the same line and refuse.
-            self.node = short_host_name();
             match site {
                 Ok(site) => {
                     self.site = site;
-                    self.site.spool_dir = crate::slurm_conf::slurmd_spool_dir(&self.node);
+                    self.locate(Daemon::Slurmd);
                     topology::cache(&self.site, &self.node);
                 }
                 Err(e) => spank_log_error!(
@@ -137,7 +150,21 @@ unsafe impl Plugin for Lama {
             }
             return Ok(());
         }
-        self.site = site.map_err(|e| refuse(e, false))?;
+        self.site = match site {
+            Ok(site) => site,
+            // In slurmstepd a failed `init` is not the step's failure but the node's: Slurm
+            // 24.11 reports it as SLURM_PLUGIN_NAME_INVALID, which a batch job's completion
+            // carries to slurmctld, and slurmctld drains the node ("batch job complete
+            // failure", 24.11 mgr.c `batch_finish`, proc_req.c); 24.11 has no
+            // `slurm_spank_init_failure_mode`. So the error is logged here, batch and extern
+            // steps go on untouched, and `user_init` fails each other step with the message.
+            Err(e) if context == Context::Remote => {
+                spank_log_error!("{e}");
+                self.broken_site = Some(e.to_string());
+                SiteConfig::default()
+            }
+            Err(e) => return Err(refuse(e, false)),
+        };
         if context == Context::Local {
             // Before srun parses its options: what it inherits.
             // Read as bytes: one variable that is not UTF-8 (any program may set one) must not
@@ -177,10 +204,17 @@ unsafe impl Plugin for Lama {
         if spank.context()? != Context::Remote {
             return Ok(());
         }
-        self.node = short_host_name();
-        self.site.spool_dir = crate::slurm_conf::slurmd_spool_dir(&self.node);
+        self.locate(Daemon::Slurmstepd);
         if step::leave_alone(spank, &self.node)? {
             return Ok(());
+        }
+        if let Some(why) = &self.broken_site {
+            let message = format!(
+                "lama: {}: {why}; every step on this node fails until the admin fixes this \
+                 node's plugstack.conf line (batch scripts still run)",
+                self.node
+            );
+            return Err(refuse(message, true));
         }
         let user = options::user_options(spank);
         if user.plan.is_some() {

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 extern "C" {
     fn lama_slurmd_spooldir() -> *const c_char;
+    fn lama_slurmd_node_name(short_host: *const c_char) -> *const c_char;
 }
 
 fn text(ptr: *const c_char) -> Option<String> {
@@ -22,15 +23,66 @@ fn text(ptr: *const c_char) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// The running slurmd's or slurmstepd's `SlurmdSpoolDir`, with `%n` (node name) and `%h`
-/// (host name) replaced by `node` as slurmd does for a node named after its host (a node with
-/// several slurmd daemons names its cache with `topology_cache=`).
-pub fn slurmd_spool_dir(node: &str) -> Result<PathBuf, String> {
+/// Which Slurm daemon the plugin runs in, for [`node_name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Daemon {
+    /// slurmd, starting (SPANK's slurmd context).
+    Slurmd,
+    /// slurmstepd (SPANK's remote context).
+    Slurmstepd,
+}
+
+/// This node's `NodeName` as the Slurm daemon the plugin runs in knows it, which need not be
+/// the host name (`NodeName=n3 NodeHostname=node3`), or `None` where it cannot tell.
+/// - slurmstepd: `SLURMD_NODENAME` in its own process environment, which slurmstepd sets from
+///   the configuration slurmd sends it before any SPANK callback (`slurmstepd.c`,
+///   `_init_from_slurmd`, 24.11 and 26.05). Not the job's variable of the same name, which
+///   the user's environment carries until slurmstepd overwrites it in each task.
+/// - slurmd: its `-N` argument, else what slurmd itself looks up without one (the node whose
+///   `NodeHostname` is this host, else an alias of it: `csrc/slurm_conf.c`).
+pub fn node_name(daemon: Daemon, short_host: &str) -> Option<String> {
+    let name = match daemon {
+        Daemon::Slurmstepd => std::env::var("SLURMD_NODENAME").ok(),
+        Daemon::Slurmd => {
+            let argv = crate::bounded::read_file(
+                std::path::Path::new("/proc/self/cmdline"),
+                crate::bounded::MAX_SMALL_FILE,
+            )
+            .unwrap_or_default();
+            dash_n(&argv).or_else(|| {
+                let host = std::ffi::CString::new(short_host).ok()?;
+                // SAFETY: Slurm's lookup reads its configuration and returns a string it
+                // allocated, or NULL; `host` outlives the call.
+                text(unsafe { lama_slurmd_node_name(host.as_ptr()) })
+            })
+        }
+    };
+    name.filter(|n| !n.is_empty() && n.len() <= 255)
+}
+
+/// slurmd's `-N NAME` (or `-NNAME`) in its NUL-separated command line.
+fn dash_n(cmdline: &str) -> Option<String> {
+    let mut args = cmdline.split('\0');
+    while let Some(arg) = args.next() {
+        if arg == "-N" {
+            return args.next().map(str::to_string);
+        }
+        if let Some(name) = arg.strip_prefix("-N").filter(|n| !n.is_empty()) {
+            return Some(name.to_string());
+        }
+    }
+    None
+}
+
+/// The running slurmd's or slurmstepd's `SlurmdSpoolDir`, with `%n` replaced by the node's
+/// `NodeName` and `%h` by its host name, as slurmd does (a node with several slurmd daemons
+/// names its cache with `topology_cache=`).
+pub fn slurmd_spool_dir(node: &str, host: &str) -> Result<PathBuf, String> {
     // SAFETY: reads a pointer field of Slurm's configuration (or returns NULL without it).
     let raw = text(unsafe { lama_slurmd_spooldir() }).ok_or_else(|| {
         "this Slurm process has no SlurmdSpoolDir in its configuration".to_string()
     })?;
-    expand(&raw, node)
+    expand(&raw, node, host)
 }
 
 /// slurmstepd's own slurm.conf, beside which gres.conf and cgroup.conf are: the `SLURM_CONF` of
@@ -46,16 +98,18 @@ pub fn config_file() -> Option<PathBuf> {
         .filter(|p| p.is_absolute())
 }
 
-fn expand(raw: &str, node: &str) -> Result<PathBuf, String> {
+fn expand(raw: &str, node: &str, host: &str) -> Result<PathBuf, String> {
     if !raw.starts_with('/') {
         return Err(format!("SlurmdSpoolDir {raw} is not an absolute path"));
     }
-    if (raw.contains("%n") || raw.contains("%h")) && !crate::config::usable_in_path(node) {
-        return Err(format!(
-            "SlurmdSpoolDir {raw} names the node, and '{node}' cannot be used in a path"
-        ));
+    for (code, name) in [("%n", node), ("%h", host)] {
+        if raw.contains(code) && !crate::config::usable_in_path(name) {
+            return Err(format!(
+                "SlurmdSpoolDir {raw} names the node, and '{name}' cannot be used in a path"
+            ));
+        }
     }
-    Ok(PathBuf::from(raw.replace("%n", node).replace("%h", node)))
+    Ok(PathBuf::from(raw.replace("%n", node).replace("%h", host)))
 }
 
 #[cfg(test)]
@@ -65,28 +119,39 @@ mod tests {
     #[test]
     fn spool_dir_is_expanded_as_slurmd_does() {
         assert_eq!(
-            expand("/var/spool/slurmd", "n1"),
+            expand("/var/spool/slurmd", "n1", "host1"),
             Ok(PathBuf::from("/var/spool/slurmd"))
         );
         assert_eq!(
-            expand("/var/spool/slurmd.%n", "n1"),
+            expand("/var/spool/slurmd.%n", "n1", "host1"),
             Ok(PathBuf::from("/var/spool/slurmd.n1"))
         );
         assert_eq!(
-            expand("/local/%h/slurmd", "n1"),
-            Ok(PathBuf::from("/local/n1/slurmd"))
+            expand("/local/%h/slurmd.%n", "n1", "host1"),
+            Ok(PathBuf::from("/local/host1/slurmd.n1"))
         );
-        assert!(expand("spool", "n1")
+        assert!(expand("spool", "n1", "n1")
             .unwrap_err()
             .contains("not an absolute"));
-        assert!(expand("/s/%n", "../x").is_err());
+        assert!(expand("/s/%n", "../x", "h").is_err());
+        assert!(expand("/s/%h", "n1", "..").is_err());
+        assert!(expand("/s/%n", "n1", "..").is_ok());
+    }
+
+    #[test]
+    fn slurmd_dash_n() {
+        assert_eq!(dash_n("/usr/sbin/slurmd\0-D\0-N\0n3\0"), Some("n3".into()));
+        assert_eq!(dash_n("slurmd\0-Nn3\0"), Some("n3".into()));
+        assert_eq!(dash_n("slurmd\0-D\0-s\0"), None);
+        assert_eq!(dash_n("slurmd\0-N"), None);
     }
 
     #[test]
     fn outside_slurm_nothing_is_read() {
         // A test binary has no `slurm_conf`: the weak symbol is NULL, nothing is guessed.
-        assert!(slurmd_spool_dir("n1")
+        assert!(slurmd_spool_dir("n1", "n1")
             .unwrap_err()
             .contains("no SlurmdSpoolDir"));
+        assert_eq!(node_name(Daemon::Slurmd, "n1"), None);
     }
 }

@@ -168,7 +168,20 @@ pub fn export(
             .and_then(|meta| owned_by_root_alone(&meta, dir, "directory ", false))
             .map_err(|e| format!("not written, steps would not trust it: {e}"))?;
     }
-    let text = xml().map_err(|e| format!("cannot discover this node's topology: {e}"))?;
+    // A failed discovery removes the cache a previous start wrote: it may describe the node
+    // before a change (a BIOS NUMA setting, a replaced board) that made discovery fail, and
+    // steps would trust it.
+    let text = xml().map_err(|e| {
+        let removed = [path.to_path_buf(), machine_path(path)]
+            .map(|p| fs::remove_file(p).is_ok())
+            .contains(&true);
+        let and = if removed {
+            "; the old cache was removed"
+        } else {
+            ""
+        };
+        format!("cannot discover this node's topology: {e}{and}")
+    })?;
     // The XML first, then its machine text: a text is never left beside an XML it was not
     // made from (an older one is removed when either write fails).
     let machine = machine_path(path);
@@ -230,19 +243,24 @@ mod tests {
     }
 
     #[test]
-    fn failures_keep_the_old_file_and_say_why() {
+    fn failures_leave_no_old_cache_and_say_why() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lama_topology.xml");
+        let machine = dir.path().join("lama_topology.machine");
         std::fs::write(&path, "old").unwrap();
-        let e = export(&path, || {
-            Err(lama_hwloc::LoadError::InvalidSynthetic("x".into()))
-        })
-        .unwrap_err();
+        std::fs::write(&machine, "old").unwrap();
+        // A failed discovery: the old cache (XML and machine text) describes the node as it
+        // was, and is removed so that no step trusts it.
+        let failed = || Err(lama_hwloc::LoadError::InvalidSynthetic("x".into()));
+        let e = export(&path, failed).unwrap_err();
         assert!(
-            e.starts_with("cannot discover this node's topology: "),
+            e.starts_with("cannot discover this node's topology: ")
+                && e.ends_with("; the old cache was removed"),
             "{e}"
         );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert!(!path.exists() && !machine.exists());
+        let e = export(&path, failed).unwrap_err();
+        assert!(!e.contains("removed"), "{e}");
         // An XML written that hwloc cannot read back: no machine text is left beside it, not
         // even an older one.
         let text = dir.path().join("lama_topology.machine");

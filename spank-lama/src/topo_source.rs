@@ -61,15 +61,10 @@ pub struct Resolved {
 }
 
 /// Loads a file and checks that it describes this node and has every level in `needs`.
-fn from_file(
-    path: &Path,
-    online: &CpuList,
-    needs: &[Level],
-    gpus: bool,
-) -> Result<Machine, String> {
+fn from_file(path: &Path, now: &NodeNow, needs: &[Level], gpus: bool) -> Result<Machine, String> {
     let machine =
         load_whole_with(&Source::Xml(path.to_path_buf()), io(gpus)).map_err(|e| e.to_string())?;
-    checked(machine, path, online, needs, gpus)
+    checked(machine, path, now, needs, gpus)
 }
 
 /// [`from_file`] for a text already read (a cache, from the descriptor its owner was checked
@@ -80,7 +75,7 @@ fn from_text(
     path: &Path,
     text: &str,
     native: bool,
-    online: &CpuList,
+    now: &NodeNow,
     needs: &[Level],
     gpus: bool,
 ) -> Result<Machine, String> {
@@ -94,17 +89,18 @@ fn from_text(
     } else {
         load_xml_text(text, path, io(gpus)).map_err(|e| e.to_string())?
     };
-    checked(machine, path, online, needs, gpus)
+    checked(machine, path, now, needs, gpus)
 }
 
 /// `machine`, read from `path`, if it describes this node and has what the step needs.
 fn checked(
     machine: Machine,
     path: &Path,
-    online: &CpuList,
+    now: &NodeNow,
     needs: &[Level],
     gpus: bool,
 ) -> Result<Machine, String> {
+    let online = &now.online;
     let pus = CpuList::from_cpus(machine.pus().iter().map(|p| p.os));
     if &pus != online {
         return Err(format!(
@@ -137,6 +133,89 @@ fn checked(
     Ok(machine)
 }
 
+/// Where the kernel lists the NUMA nodes and their CPUs.
+const SYSFS_NODES: &str = "/sys/devices/system/node";
+
+/// What the running kernel says of the node, which a file must agree with to be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeNow {
+    /// The online CPUs: every file's PUs must be exactly these.
+    pub online: CpuList,
+    /// The NUMA nodes with CPUs ([`kernel_numa_nodes`]): a cache's must be these; `None`
+    /// compares nothing.
+    pub numa: Option<Vec<(u32, CpuList)>>,
+}
+
+impl NodeNow {
+    /// This node, now.
+    pub fn read() -> Result<NodeNow, String> {
+        Ok(NodeNow {
+            online: lama_hwloc::online_cpus().map_err(|e| e.to_string())?,
+            numa: kernel_numa_nodes(Path::new(SYSFS_NODES)),
+        })
+    }
+
+    /// A node known by its online CPUs alone (tests, and a kernel without NUMA in sysfs).
+    pub fn online(online: CpuList) -> NodeNow {
+        NodeNow { online, numa: None }
+    }
+}
+
+/// The kernel's NUMA nodes that have CPUs, each with its CPUs, by node number; `None` where
+/// sysfs does not say (a kernel without NUMA support), and then nothing is compared.
+pub fn kernel_numa_nodes(root: &Path) -> Option<Vec<(u32, CpuList)>> {
+    let read = |p: PathBuf| crate::bounded::read_file(&p, 1 << 16).ok();
+    let online = CpuList::parse(read(root.join("online"))?.trim()).ok()?;
+    let mut nodes = Vec::new();
+    for &n in online.cpus() {
+        let cpus = CpuList::parse(read(root.join(format!("node{n}/cpulist")))?.trim()).ok()?;
+        if !cpus.is_empty() {
+            nodes.push((n, cpus));
+        }
+    }
+    Some(nodes)
+}
+
+/// `machine`, a cache read from `path`, if its NUMA nodes with CPUs are the kernel's (`kernel`,
+/// [`kernel_numa_nodes`]): a cache written before a change of the NUMA layout that kept the
+/// CPUs online (the BIOS's NPS or SNC setting, sub-NUMA clustering) describes another
+/// machine. The admin's own file is not held to this: it may describe a layout of the
+/// admin's choice over the same CPUs.
+fn same_numa_nodes(
+    machine: Machine,
+    path: &Path,
+    kernel: Option<&Vec<(u32, CpuList)>>,
+) -> Result<Machine, String> {
+    let Some(kernel) = kernel else {
+        return Ok(machine);
+    };
+    let pus = machine.pus();
+    let mut cached: Vec<(u32, CpuList)> = machine
+        .objects(Level::Numa)
+        .iter()
+        .filter(|o| !o.pus.is_empty())
+        .map(|o| {
+            let cpus = o.pus.clone().map(|i| pus[i as usize].os);
+            (o.os.unwrap_or(u32::MAX), CpuList::from_cpus(cpus))
+        })
+        .collect();
+    cached.sort_by_key(|(n, _)| *n);
+    if &cached == kernel {
+        return Ok(machine);
+    }
+    let show = |nodes: &[(u32, CpuList)]| {
+        let each: Vec<String> = nodes.iter().map(|(n, c)| format!("{n}:{c}")).collect();
+        each.join(" ")
+    };
+    Err(format!(
+        "{} is stale: its NUMA nodes are {}, the kernel's are {} (was the BIOS's NUMA setting \
+         changed? the cache is written again when slurmd restarts)",
+        path.display(),
+        show(&cached),
+        show(kernel)
+    ))
+}
+
 /// The levels of the machine a step's layout, binding and MPPR limits name, each once, in
 /// that order; the node, board and hardware thread, which every topology has, left out.
 pub fn needed_levels(layout: &Layout, bind: Bind, mppr: &Mppr) -> Vec<Level> {
@@ -166,11 +245,11 @@ pub fn needed_levels(layout: &Layout, bind: Bind, mppr: &Mppr) -> Vec<Level> {
 pub fn node_topology(
     site: &SiteConfig,
     node: &str,
-    online: &CpuList,
+    now: &NodeNow,
     needs: &[Level],
     live: impl FnOnce() -> Result<Machine, LoadError>,
 ) -> Result<Resolved, String> {
-    node_topology_with(site, node, online, needs, false, live)
+    node_topology_with(site, node, now, needs, false, live)
 }
 
 /// [`node_topology`] for a step that places by GPU when `gpus`: a file without GPUs is
@@ -178,14 +257,14 @@ pub fn node_topology(
 pub fn node_topology_with(
     site: &SiteConfig,
     node: &str,
-    online: &CpuList,
+    now: &NodeNow,
     needs: &[Level],
     gpus: bool,
     live: impl FnOnce() -> Result<Machine, LoadError>,
 ) -> Result<Resolved, String> {
     let mut skipped = Vec::new();
     match site.topology_for(node) {
-        Some(Ok(path)) => match from_file(&path, online, needs, gpus) {
+        Some(Ok(path)) => match from_file(&path, now, needs, gpus) {
             Ok(machine) => {
                 return Ok(Resolved {
                     machine,
@@ -238,7 +317,8 @@ pub fn node_topology_with(
             continue;
         }
         match crate::topo_cache::read_trusted(&path)
-            .and_then(|text| from_text(&path, &text, native, online, needs, gpus))
+            .and_then(|text| from_text(&path, &text, native, now, needs, gpus))
+            .and_then(|machine| same_numa_nodes(machine, &path, now.numa.as_ref()))
         {
             Ok(machine) => {
                 return Ok(Resolved {
@@ -263,20 +343,21 @@ pub fn node_topology_with(
 pub fn node_topology_live(
     site: &SiteConfig,
     node: &str,
-    online: &CpuList,
+    now: &NodeNow,
     needs: &[Level],
     gpus: bool,
 ) -> Result<Resolved, String> {
-    node_topology_with(site, node, online, needs, gpus, || {
+    node_topology_with(site, node, now, needs, gpus, || {
         load_whole_with(&Source::Live, io(gpus))
     })
 }
 
-/// I/O objects only for a step that places by GPU: a CPU step's live discovery scans no PCI
-/// device and loads no vendor library into slurmstepd.
+/// I/O objects only for a step that places by GPU, and then as the kernel shows them: a CPU
+/// step's live discovery scans no PCI device, and no step's loads a GPU vendor's library into
+/// slurmstepd.
 fn io(gpus: bool) -> Io {
     if gpus {
-        Io::Keep
+        Io::Kernel
     } else {
         Io::Skip
     }
@@ -313,7 +394,7 @@ mod tests {
         )
         .unwrap();
         let machine = dir.path().join("lama_topology.machine");
-        let online = CpuList::parse("0-3").unwrap();
+        let online = NodeNow::online(CpuList::parse("0-3").unwrap());
         let site = site(dir.path(), None);
         // Before Slurm's cache and LAMA's XML, with the same machine as the XML.
         let r = node_topology(&site, "n", &online, &[], live_marker).unwrap();
@@ -323,7 +404,7 @@ mod tests {
         let from_xml = lama_hwloc::load_whole_with(&Source::Xml(xml.clone()), Io::Skip).unwrap();
         assert_eq!(r.machine.to_text(), from_xml.to_text());
         // Stale (8 CPUs online), then damaged: skipped with the reason, Slurm's cache is next.
-        let eight = CpuList::parse("0-7").unwrap();
+        let eight = NodeNow::online(CpuList::parse("0-7").unwrap());
         let r = node_topology(&site, "n", &eight, &[], live_marker).unwrap();
         assert!(
             r.skipped[0].starts_with("LAMA's cached machine: ")
@@ -372,7 +453,7 @@ mod tests {
     fn admin_file_with_node_name() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("node7.xml"), xml_of("pack:2 core:2 pu:1")).unwrap();
-        let online = CpuList::parse("0-3").unwrap();
+        let online = NodeNow::online(CpuList::parse("0-3").unwrap());
         let r = node_topology(
             &site(dir.path(), Some("%n.xml")),
             "node7",
@@ -394,7 +475,7 @@ mod tests {
             xml_of("pack:1 core:2 pu:2"),
         )
         .unwrap();
-        let online = CpuList::parse("0-3").unwrap();
+        let online = NodeNow::online(CpuList::parse("0-3").unwrap());
         let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
         assert!(matches!(r.source, SourceKind::SlurmCache(_)));
     }
@@ -404,7 +485,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ours = dir.path().join("lama_topology.xml");
         std::fs::write(&ours, xml_of("pack:2 core:2 pu:1")).unwrap();
-        let online = CpuList::parse("0-3").unwrap();
+        let online = NodeNow::online(CpuList::parse("0-3").unwrap());
         // Slurm >= 25.05: no Slurm cache, LAMA's is used.
         let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::LamaCache(ours.clone()));
@@ -420,7 +501,7 @@ mod tests {
         assert!(matches!(r.source, SourceKind::SlurmCache(_)));
         // A stale cache of ours is skipped with the reason; topology_cache=none reads nothing.
         std::fs::remove_file(dir.path().join("hwloc_topo_whole.xml")).unwrap();
-        let two = CpuList::parse("0-1").unwrap();
+        let two = NodeNow::online(CpuList::parse("0-1").unwrap());
         let r = node_topology(&site(dir.path(), None), "n", &two, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::Live);
         assert!(
@@ -447,7 +528,7 @@ mod tests {
             xml_of("pack:2 core:4 pu:1"),
         )
         .unwrap();
-        let online = CpuList::parse("0-3").unwrap();
+        let online = NodeNow::online(CpuList::parse("0-3").unwrap());
         let r = node_topology(
             &site(dir.path(), Some("%n.xml")),
             "n",
@@ -518,7 +599,7 @@ mod tests {
         std::fs::write(&file, xml_of("pack:1 core:1 pu:1")).unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
         let readable = std::fs::read(&file).is_ok(); // root reads anything
-        let online = CpuList::parse("0").unwrap();
+        let online = NodeNow::online(CpuList::parse("0").unwrap());
         let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
         if readable {
             assert!(matches!(r.source, SourceKind::SlurmCache(_)));
@@ -535,9 +616,13 @@ mod tests {
     #[test]
     fn live_failure_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let e = node_topology(&site(dir.path(), None), "n", &CpuList::new(), &[], || {
-            Err(LoadError::InvalidSynthetic("x".into()))
-        })
+        let e = node_topology(
+            &site(dir.path(), None),
+            "n",
+            &NodeNow::online(CpuList::new()),
+            &[],
+            || Err(LoadError::InvalidSynthetic("x".into())),
+        )
         .unwrap_err();
         assert!(e.contains("invalid hwloc synthetic topology"));
     }
@@ -553,7 +638,7 @@ mod tests {
         std::fs::write(dir.path().join("hwloc_topo_whole.xml"), xml_of(SLURM_LIKE)).unwrap();
         let ours = dir.path().join("lama_topology.xml");
         std::fs::write(&ours, xml_of(WHOLE)).unwrap();
-        let online = CpuList::parse("0-7").unwrap();
+        let online = NodeNow::online(CpuList::parse("0-7").unwrap());
         let site = site(dir.path(), None);
         // srun --lama-map=L3csbnh --lama-bind=1L2: Slurm's file has no L2.
         let needs = needed_levels(
@@ -598,7 +683,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("hwloc_topo_whole.xml"), xml_of(SLURM_LIKE)).unwrap();
         std::fs::write(dir.path().join("lama_topology.xml"), xml_of(SLURM_LIKE)).unwrap();
-        let online = CpuList::parse("0-7").unwrap();
+        let online = NodeNow::online(CpuList::parse("0-7").unwrap());
         // No die anywhere: both files are skipped, live discovery is used (and the engine says
         // what it says about `D` on a machine without dies).
         let needs = needed_levels(
@@ -623,7 +708,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ours = dir.path().join("lama_topology.xml");
         std::fs::write(&ours, xml_of("pack:1 core:2 pu:2")).unwrap();
-        let online = CpuList::parse("0-3").unwrap();
+        let online = NodeNow::online(CpuList::parse("0-3").unwrap());
         let site = site(dir.path(), None);
         let mode = |p: &Path, m: u32| {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
@@ -688,9 +773,55 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ours = dir.path().join("lama_topology.xml");
         std::fs::copy(&fixture, &ours).unwrap();
-        let online = CpuList::parse("0-31").unwrap();
+        let online = NodeNow::online(CpuList::parse("0-31").unwrap());
         let r = node_topology(&site(dir.path(), None), "n", &online, &[], live_marker).unwrap();
         assert_eq!(r.source, SourceKind::LamaCache(ours));
-        assert_eq!(r.machine.available(), online);
+        assert_eq!(r.machine.available(), online.online);
+    }
+
+    /// A fake `/sys/devices/system/node`: `online`, and each node's `cpulist`.
+    fn sysfs(online: &str, nodes: &[(u32, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("online"), format!("{online}\n")).unwrap();
+        for (n, cpus) in nodes {
+            let node = dir.path().join(format!("node{n}"));
+            std::fs::create_dir(&node).unwrap();
+            std::fs::write(node.join("cpulist"), format!("{cpus}\n")).unwrap();
+        }
+        dir
+    }
+
+    /// By hand: `pack:2 numa:1 core:2 pu:1` has NUMA node 0 on CPUs 0-1 and node 1 on 2-3.
+    #[test]
+    fn a_cache_with_other_numa_nodes_than_the_kernel_is_stale() {
+        let machine = || {
+            lama_hwloc::load_whole(&Source::Synthetic("pack:2 numa:1 core:2 pu:1".into())).unwrap()
+        };
+        let path = Path::new("/spool/lama_topology.xml");
+        let check = |root: &tempfile::TempDir| {
+            let kernel = kernel_numa_nodes(root.path());
+            same_numa_nodes(machine(), path, kernel.as_ref()).map(|_| ())
+        };
+        // The same nodes; a memory-only node (no CPUs, e.g. HBM or CXL) is not compared.
+        let same = sysfs("0-2", &[(0, "0-1"), (1, "2-3"), (2, "")]);
+        assert_eq!(check(&same), Ok(()));
+        // NPS4 after NPS1 with the same CPUs online: stale, with both layouts shown.
+        let nps = sysfs("0-3", &[(0, "0"), (1, "1"), (2, "2"), (3, "3")]);
+        assert_eq!(
+            check(&nps).unwrap_err(),
+            "/spool/lama_topology.xml is stale: its NUMA nodes are 0:0-1 1:2-3, the kernel's \
+             are 0:0 1:1 2:2 3:3 (was the BIOS's NUMA setting changed? the cache is written \
+             again when slurmd restarts)"
+        );
+        // One node: a machine of one NUMA node has it too.
+        let one = sysfs("0", &[(0, "0-3")]);
+        assert!(check(&one).unwrap_err().contains("the kernel's are 0:0-3"));
+        let flat = lama_hwloc::load_whole(&Source::Synthetic("pack:2 core:2 pu:1".into())).unwrap();
+        let kernel = kernel_numa_nodes(one.path());
+        assert!(same_numa_nodes(flat, path, kernel.as_ref()).is_ok());
+        // No sysfs to compare with: nothing is judged.
+        let none = tempfile::tempdir().unwrap();
+        assert_eq!(kernel_numa_nodes(none.path()), None);
+        assert_eq!(check(&none), Ok(()));
     }
 }

@@ -15,8 +15,8 @@ pub fn for_step(
     gpus: bool,
 ) -> Result<(topo_source::Resolved, u128), String> {
     let start = std::time::Instant::now();
-    let online = lama_hwloc::online_cpus().map_err(|e| e.to_string())?;
-    let resolved = topo_source::node_topology_live(site, node, &online, needs, gpus)
+    let now = topo_source::NodeNow::read()?;
+    let resolved = topo_source::node_topology_live(site, node, &now, needs, gpus)
         .map_err(|e| format!("cannot get this node's topology: {e}"))?;
     for skipped in &resolved.skipped {
         tracing::info!(node, "lama: topology source skipped: {skipped}");
@@ -42,7 +42,10 @@ pub fn cache(site: &SiteConfig, node: &str) {
             return;
         }
     };
-    match crate::topo_cache::export(&path, || lama_hwloc::export_xml(&lama_hwloc::Source::Live)) {
+    // Root slurmd runs no GPU vendor's library for it (lama_hwloc::Io::Kernel): steps place
+    // by the GPUs' PCI addresses, which the kernel gives.
+    let export = || lama_hwloc::export_xml_with(&lama_hwloc::Source::Live, lama_hwloc::Io::Kernel);
+    match crate::topo_cache::export(&path, export) {
         Ok(done) => tracing::info!(
             node,
             "lama: topology cached in {} ({} bytes, {} ms)",
@@ -57,7 +60,7 @@ pub fn cache(site: &SiteConfig, node: &str) {
     }
 }
 
-/// The node's short host name (`%n`, messages). Not taken from the job's environment, which
+/// The node's short host name (`%h`; `%n` and messages where Slurm gives no `NodeName`). Not taken from the job's environment, which
 /// the user controls.
 pub fn short_host_name() -> String {
     crate::bounded::read_file(

@@ -10,7 +10,7 @@ pub fn explicit_cpu_bind(kind: &str) -> Option<String> {
         .map(|t| t.trim_end_matches(':'))
         .filter(|t| !t.is_empty() && !matches!(*t, "none" | "no" | "verbose" | "v" | "quiet" | "q"))
         .collect();
-    (!types.is_empty()).then(|| types.join(","))
+    (!types.is_empty()).then(|| crate::hostlist::shown(&types.join(",")))
 }
 
 /// Whether `SLURM_CPU_BIND_TYPE` (`none,`, `verbose,none`, `cores,`) asks for no binding.

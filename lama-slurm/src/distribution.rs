@@ -390,7 +390,7 @@ pub fn hint(
          are shaped like {node}; this step uses {}. If they are not, {exact}",
         layout.layout,
         match in_use {
-            Some(d) => format!("-m {d}"),
+            Some(d) => format!("-m {}", crate::hostlist::shown(d)),
             None => "Slurm's default distribution".to_string(),
         }
     ))

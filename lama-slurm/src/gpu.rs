@@ -10,6 +10,8 @@
 //! file's card by bus id. Where Slurm writes UUIDs instead (`Flags=env_uuid`), each names its
 //! card and the order does not matter ([`step_gpus_by_uuid`]).
 
+use crate::hostlist::shown;
+
 use lama_engine::{
     is_gpu_bind, parse_gpu_layout, split_gpu_mppr, Bind, CpuUnit, Device, Diagnostic, GpuPlacement,
     GpuRequest, Mppr, Order,
@@ -89,10 +91,17 @@ pub fn parse_indexes(text: &str) -> Result<Vec<u32>, String> {
     let (mut out, mut seen) = (Vec::new(), std::collections::HashSet::new());
     for item in text.split(',') {
         let n: u32 = item.trim().parse().map_err(|_| {
-            format!("'{item}' in the GPU list '{text}' is not a GPU index (0, 1, ...)")
+            format!(
+                "'{}' in the GPU list '{}' is not a GPU index (0, 1, ...)",
+                shown(item),
+                shown(text)
+            )
         })?;
         if !seen.insert(n) {
-            return Err(format!("GPU {n} appears twice in the GPU list '{text}'"));
+            return Err(format!(
+                "GPU {n} appears twice in the GPU list '{}'",
+                shown(text)
+            ));
         }
         out.push(n);
     }
@@ -120,7 +129,8 @@ pub enum VendorTokens {
 /// place by: MIG instances (Slurm numbers instances, not cards, and an instance's `MIG-…` UUID
 /// names no card the topology knows), `NoDevFiles`, or anything else.
 pub fn vendor_tokens(var: &str, tokens: &[String]) -> Result<VendorTokens, String> {
-    let all = tokens.join(",");
+    // (The tokens are shown bounded: the value is the user's where Slurm set none.)
+    let all = shown(&tokens.join(","));
     if tokens.iter().any(|t| t.starts_with("MIG-")) {
         return Err(format!(
             "the step's GPUs are MIG instances ({var}={all}): Slurm numbers the instances, not \
@@ -141,7 +151,7 @@ pub fn vendor_tokens(var: &str, tokens: &[String]) -> Result<VendorTokens, Strin
     let odd = tokens
         .iter()
         .find(|t| t.parse::<u32>().is_err() && !t.starts_with("GPU-"))
-        .map_or(all.as_str(), String::as_str);
+        .map_or(all.clone(), |t| shown(t));
     Err(format!(
         "{var}={all}: '{odd}' is neither a GPU number nor a GPU UUID (GPU-…), so LAMA cannot tell \
          which GPUs the step holds; use a layout without 'g'"
@@ -281,7 +291,7 @@ pub fn gpus_per_task(gpus: Option<&str>, tres: Option<&str>) -> Result<Option<u3
             .parse::<u32>()
             .ok()
             .filter(|&n| n > 0)
-            .ok_or_else(|| format!("{what} '{text}' is not a GPU count"))
+            .ok_or_else(|| format!("{what} '{}' is not a GPU count", shown(text)))
     };
     if let Some(g) = gpus.filter(|g| !g.trim().is_empty()) {
         return count(g.rsplit(':').next().unwrap_or(g), "SLURM_GPUS_PER_TASK").map(Some);

@@ -127,7 +127,9 @@ impl Job<'_> {
 
     fn describe(&self) -> String {
         match self.sluid {
-            Some(s) if !s.is_empty() => format!("job_{} or {s}", self.id),
+            Some(s) if !s.is_empty() => {
+                format!("job_{} or {}", self.id, lama_slurm::hostlist::shown(s))
+            }
             _ => format!("job_{}", self.id),
         }
     }

@@ -235,11 +235,12 @@ pub fn place_here(
         }
         SlurmGpuBind::Other(kind) => {
             return Err(format!(
-                "Slurm binds each task to GPUs itself (--gpu-bind={kind}), and under \
+                "Slurm binds each task to GPUs itself (--gpu-bind={}), and under \
                  ConstrainDevices=yes a task can open only those, so a layout led by 'g' cannot \
                  choose them: give --gpu-bind=none to let LAMA choose each task's GPUs, \
                  --gpu-bind=per_task:K to keep Slurm's with each task on the CPUs near them, or \
-                 a layout without 'g'"
+                 a layout without 'g'",
+                lama_slurm::hostlist::shown(kind)
             ))
         }
     };

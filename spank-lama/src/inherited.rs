@@ -31,6 +31,10 @@ pub fn inherited_options<'a>(
         else {
             continue;
         };
+        // (A value over the environment bound is nobody's option: left out.)
+        if value.len() > crate::bounded::MAX_ENV_VALUE {
+            continue;
+        }
         if let Some((name, _, _)) = OPTIONS.iter().find(|(name, _, _)| canonical(name) == rest) {
             if !found.iter().any(|(n, _)| n == name) {
                 found.push((*name, value.to_string()));

@@ -54,8 +54,11 @@ enum Carried {
 
 /// The rank count of the plan the environment carries, if any.
 fn carried_ranks() -> Option<usize> {
+    // Bounded as the nodes bound it (`step::plan_text`): a longer text is none of srun's.
     if let Ok(text) = std::env::var(PLAN_VARIABLE) {
-        return PlanFile::parse(&text).ok().map(|f| f.ranks.len());
+        if text.len() <= lama_planfile::MAX_INLINE_PLAN_BYTES {
+            return PlanFile::parse(&text).ok().map(|f| f.ranks.len());
+        }
     }
     let value = std::env::var(PLAN_FILE_VARIABLE).ok()?;
     PlanRef::decode(&value).map(|r| r.ranks as usize)

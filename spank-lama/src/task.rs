@@ -53,7 +53,8 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
             let task = if task.slurm_gpus.is_empty() {
                 task
             } else {
-                let given = spank.getenv("SLURM_STEP_GPUS").ok().flatten();
+                let given =
+                    crate::bounded::env_value(spank.getenv("SLURM_STEP_GPUS").ok().flatten());
                 gpu_unit =
                     unit_of_slurms_gpus(tasks, task.global, given.as_deref()).map_err(fail)?;
                 &gpu_unit
@@ -104,7 +105,7 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
             let (local, task) = this_task(spank, tasks)?;
             let fail = |e: String| format!("lama: {node}: task {}: {e}", task.global);
             if *check_procid {
-                let procid = spank.getenv("SLURM_PROCID").ok().flatten();
+                let procid = crate::bounded::env_value(spank.getenv("SLURM_PROCID").ok().flatten());
                 procid_is(procid.as_deref(), task.global).map_err(fail)?;
             }
             bind::set_affinity(&task.cpus).map_err(fail)?;
@@ -153,7 +154,10 @@ fn procid_is(procid: Option<&str>, rank: u32) -> Result<(), String> {
         _ => Err(format!(
             "SLURM_PROCID is {} in this task's environment, so it cannot be checked to be the \
              plan's rank {rank}",
-            procid.map_or("not set".to_string(), |p| format!("'{p}'"))
+            procid.map_or("not set".to_string(), |p| format!(
+                "'{}'",
+                lama_slurm::hostlist::shown(p)
+            ))
         )),
     }
 }

@@ -13,6 +13,8 @@ pub mod config;
 pub mod error;
 pub mod gpu_cards;
 pub mod gpus;
+#[cfg(test)]
+mod hostile_tests;
 pub mod inherited;
 pub mod logging;
 pub mod manual;

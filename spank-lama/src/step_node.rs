@@ -75,17 +75,17 @@ fn host_name() -> String {
 
 /// What `slurmstepd` says of this node in a step: `S_JOB_NODEID`, `S_JOB_ID`, `S_JOB_NNODES`
 /// (all of this node's component in a heterogeneous step).
-struct Here {
-    id: u32,
-    job: u32,
-    nodes: u32,
+pub(crate) struct Here {
+    pub(crate) id: u32,
+    pub(crate) job: u32,
+    pub(crate) nodes: u32,
 }
 
 /// [`slurm_node_name`] from the step's environment (`env`). In a heterogeneous step Slurm sets
 /// `SLURM_STEP_NODELIST` to every component's nodes (`env_array_for_step`, `het_job_node_list`)
 /// while `S_JOB_NODEID` counts within this node's component, so the component's own list is
 /// read instead ([`component_node`]); `host` gives the host name, asked only there.
-fn node_name_of(
+pub(crate) fn node_name_of(
     env: impl Fn(&str) -> Option<String>,
     here: &Here,
     host: impl FnOnce() -> String,

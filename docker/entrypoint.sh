@@ -51,7 +51,8 @@ start_munge() {
 # its made-up XML (benchmarks of live discovery; NAME's slurm.conf line must match the host),
 # "add-node NAME KEY=VALUE..." adds a node (NodeName=NAME KEY=VALUE..., before the partitions;
 # its container is a service of compose.yaml's profile many-nodes, its topology NAME.xml from
-# topologies.txt), "partition NAME KEY=VALUE..." adds a partition. Applied on every member so
+# topologies.txt), "partition NAME KEY=VALUE..." adds a partition, "rename-node HOST NAME" gives
+# the node on host HOST the NodeName NAME (NodeHostname=HOST, in the partition's list too). Applied on every member so
 # that all daemons read the same configuration.
 host_topology=  # the nodes that discover the host's real topology (host-topology NAME)
 apply_overlay() {
@@ -73,6 +74,10 @@ apply_overlay() {
             add-node)
                 grep -q "^NodeName=$a " /etc/slurm/slurm.conf \
                     || sed -i "0,/^PartitionName=/s|^PartitionName=|NodeName=$a $b\n&|" /etc/slurm/slurm.conf
+                ;;
+            rename-node)
+                sed -i -e "s|^NodeName=$a |NodeName=$b NodeHostname=$a |" \
+                    -e "/^PartitionName=/s|Nodes=node\[1-3\]|Nodes=node[1-2],$b|" /etc/slurm/slurm.conf
                 ;;
             partition) grep -q "^PartitionName=$a " /etc/slurm/slurm.conf || echo "PartitionName=$a $b" >> /etc/slurm/slurm.conf ;;
             plugstack)
@@ -144,8 +149,15 @@ case "$role" in
         # slurmd's SlurmdSpoolDir must exist before it starts ("Domain socket directory ...: No
         # such file or directory"): slurm.conf's, else Slurm's compiled-in default. Debian's
         # slurmd package ships its directory; a source build does not.
+        # This host's NodeName: the one slurm.conf gives NodeHostname=$node (slurmd then finds
+        # it itself, without -N), else the host name.
+        name=$(sed -n "s/^NodeName=\([^ ]*\) NodeHostname=$node .*/\1/p" /etc/slurm/slurm.conf)
+        dash_n=(-N "$node")
+        [ -z "$name" ] || dash_n=()
+        name=${name:-$node}
         spool=$(conf_value SlurmdSpoolDir /var/spool/slurmd)
-        spool=${spool//%[nh]/$node}
+        spool=${spool//%n/$name}
+        spool=${spool//%h/$node}
         mkdir -p "$spool"
         slurmd=$(daemon slurmd)
         # slurmd under a supervisor, as systemd's Restart= keeps it on a real node: a slurmd
@@ -153,7 +165,7 @@ case "$role" in
         # go on. The container ends when it is stopped.
         trap 'kill -TERM "$pid" 2>/dev/null; exit 0' TERM INT
         while :; do
-            "$slurmd" -D -N "$node" &
+            "$slurmd" -D "${dash_n[@]}" &
             pid=$!
             status=0
             wait "$pid" || status=$?

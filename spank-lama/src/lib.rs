@@ -99,11 +99,13 @@ mod exports {
 
     /// Slurm ≥ 26.05: how a failed `slurm_spank_init` counts. Its spank(7) names draining
     /// the node (`ESPANK_NODE_FAILURE`) as the default; the plugin asks for a job failure
-    /// instead. Its init fails only on a broken site configuration, which srun, reading the
-    /// same plugstack.conf, normally refuses before launch; a node whose own configuration
-    /// differs fails the step with the message and stays in service, as with Slurm 24.11,
-    /// which has no such setting and ignores the symbol (the e2e test
-    /// `t_node_configuration_error_fails_the_job_not_the_node` checks both). The value is
+    /// instead. Its `init` does not fail in slurmstepd on a broken site configuration (it is
+    /// logged, and `user_init` fails each step but batch and extern steps with the message:
+    /// on Slurm 24.11, which has no such setting and ignores the symbol, a failed `init` in a
+    /// batch job's slurmstepd drains the node); this covers what else could fail there
+    /// (registering the options). The e2e tests
+    /// `t_node_configuration_error_fails_the_job_not_the_node` and
+    /// `t_broken_plugstack_batch_job_drains_nothing` check both releases. The value is
     /// `ESPANK_JOB_FAILURE` of 26.05's `slurm_errno.h` (3012); the 24.11 headers, which the
     /// default build uses, do not define it.
     #[no_mangle]

@@ -160,7 +160,7 @@ unsafe impl Plugin for Lama {
             // steps go on untouched, and `user_init` fails each other step with the message.
             Err(e) if context == Context::Remote => {
                 spank_log_error!("{e}");
-                self.broken_site = Some(e.to_string());
+                self.broken_site = Some(e.to_string().trim_start_matches("lama: ").to_string());
                 SiteConfig::default()
             }
             Err(e) => return Err(refuse(e, false)),

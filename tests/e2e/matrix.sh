@@ -18,8 +18,9 @@ declare -A tests_of=(
     [optional]="t_row_optional t_bind_core"
     [contain-devices]="t_row_contain_devices t_gpu_placement"
     [many-nodes]="t_row_many_nodes"
+    [node-name]="t_row_node_name"
 )
-rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional contain-devices many-nodes)
+rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional contain-devices many-nodes node-name)
 [ $# -gt 0 ] && rows=("$@")
 
 passed=0 failed=0

@@ -19,8 +19,10 @@ cluster=$top/docker/cluster.sh
 flavour=${LAMA_SLURM:-24.11}
 # The Slurm release (src-24.11 is 24.11 built from source).
 slurm_release=${flavour#src-}
-# Runs a command as root in one member.
-on() { local m=$1; shift; "$cluster" exec "$m" "$@"; }
+# Runs a command as root in one member, named by its container or its NodeName (the two
+# differ in the row node-name: NodeName lama3 on node3).
+declare -A host_of=()
+on() { local m=$1; shift; "$cluster" exec "${host_of[$m]:-$m}" "$@"; }
 # The running Slurm's SlurmdSpoolDir and PluginDir (Debian's /var/lib/slurm/slurmd and
 # /usr/lib/x86_64-linux-gnu/slurm-wlm; Slurm's defaults /var/spool/slurmd and
 # PREFIX/lib/slurm for the source-built one): the plugin reads the first, the package
@@ -41,6 +43,7 @@ as_user() { "$cluster" exec -u tester slurmctld "$@"; }
 # The cluster's nodes: node1-node3, and node4-node8 with the row many-nodes (sinfo -N lists a
 # node once per partition).
 mapfile -t nodes < <(as_user sinfo -h -N -o %N | sort -uV)
+while read -r name host; do host_of[$name]=$host; done < <(as_user sinfo -h -N -o '%N %n' | sort -u)
 [ ${#nodes[@]} -ge 3 ] || { echo "e2e: sinfo lists no nodes: is the cluster up?" >&2; exit 1; }
 # What sinfo says when every node is idle.
 all_idle=$(printf '%s idle ' "${nodes[@]}")
@@ -505,6 +508,44 @@ t_bad_site_configuration() {
         || fail "message: $(cat "$work/err")" || return 1
     # Fixed configuration, working jobs again.
     run_srun -N1 -n1 --lama-map=scbnh || fail "srun after the fix: $(cat "$work/err")"
+}
+
+t_broken_plugstack_batch_job_drains_nothing() {
+    # node3's plugin line is broken (sbatch's and srun's, on the submit host, are fine). A batch
+    # job there runs its script; the script's srun fails with the plugin's reason; node3 stays
+    # in service. (On Slurm 24.11 a failed init in a batch job's slurmstepd drains the node,
+    # "batch job complete failure": the plugin's init no longer fails in slurmstepd.)
+    local line rc out
+    line=$(on node3 cat /etc/slurm/plugstack.conf.d/lama.conf)
+    echo "$line mapp=scbnh" | on node3 sh -c 'cat > /etc/slurm/plugstack.conf.d/lama.conf'
+    printf '#!/bin/bash\necho script ran\nsrun -n1 --lama-map=scbnh true\necho "srun rc=$?"\n' \
+        | as_user sh -c 'cat > /tmp/lama-broken.sh'
+    as_user sbatch --parsable --wait -w node3 -n1 -o /tmp/lama-broken.out /tmp/lama-broken.sh > /dev/null 2> "$work/err"
+    rc=$?
+    echo "$line" | on node3 sh -c 'cat > /etc/slurm/plugstack.conf.d/lama.conf'
+    out=$(on node3 cat /tmp/lama-broken.out)
+    grep -q "script ran" <<< "$out" || fail "the batch script did not run (sbatch $rc: $(cat "$work/err")): $out" || return 1
+    grep -q "srun rc=[1-9]" <<< "$out" || fail "the script's srun ran with node3's broken line: $out" || return 1
+    grep -qF "lama: node3: invalid site configuration in plugstack.conf: unknown key 'mapp'" <<< "$out" \
+        || fail "the job's output does not say why: $out" || return 1
+    wait_for 30 nodes_idle || fail "a node was taken out of service: $(as_user sinfo -N -o '%N %T %E')"
+}
+
+t_garbage_inherited_option_drains_nothing() {
+    # A user exports the variables through which a batch job's steps inherit --lama-* options,
+    # with garbage, before sbatch: sbatch does not read them, the batch step carries them (a
+    # batch step is never placed), the script's srun refuses them with the option's own
+    # message, and every node stays idle.
+    local out
+    as_user env "_SLURM_SPANK_OPTION_lama_lama_map=sx\yz" _SLURM_SPANK_OPTION_lama_lama_bind=99q \
+        sbatch --parsable --wait -w node1 -n1 -o /tmp/lama-garbage.out \
+        --wrap 'echo script ran; srun -n1 true; echo "srun rc=$?"' > /dev/null 2> "$work/err" \
+        || fail "sbatch: $(cat "$work/err")" || return 1
+    out=$(on node1 cat /tmp/lama-garbage.out)
+    grep -q "script ran" <<< "$out" || fail "the batch script did not run: $out" || return 1
+    grep -q "srun rc=[1-9]" <<< "$out" || fail "the script's srun ran with a garbage option: $out" || return 1
+    grep -qF "invalid mapping layout" <<< "$out" || fail "the job's output does not say why: $out" || return 1
+    wait_for 30 nodes_idle || fail "a node was taken out of service: $(as_user sinfo -N -o '%N %T %E')"
 }
 
 t_node_configuration_error_fails_the_job_not_the_node() {
@@ -1512,6 +1553,21 @@ t_fault_task_rebinds_itself() {
     assert_eq "exec taskset" "1" "$(cut -f2 "$work/t1")"
 }
 
+t_row_node_name() {
+    # docker/configs/node-name.conf: node3's NodeName is lama3 and SlurmdSpoolDir ends in
+    # .%n. slurmd finds its name itself; the plugin asks it (not the host name) and caches the
+    # topology in slurmd's own spool directory, where the steps find it.
+    local spool3=/var/lib/slurm/slurmd.lama3 n3
+    on node3 test -d "$spool3" || fail "slurmd's spool directory $spool3 is not there" || return 1
+    on node3 grep -qF "lama: topology cached in $spool3/lama_topology.xml (" /var/log/slurm/slurmd.log \
+        || fail "no cache in $spool3: $(on node3 grep 'lama: topology' /var/log/slurm/slurmd.log | tail -n3)" || return 1
+    n3=$(slurmd_log_lines node3)
+    run_srun -w lama3 -n2 --lama-map=scbnh --lama-bind=1c || fail "srun on lama3: $(cat "$work/err")" || return 1
+    assert_eq "placement on lama3 (by hand: its two cores; the task reports the host name)" "node3:0 node3:1" "$(actual_cpus)" || return 1
+    slurmd_log_since node3 "$n3" | grep -qF "source=LAMA's cached $spool3/lama_topology.machine" \
+        || fail "the step did not read the cache: $(slurmd_log_since node3 "$n3" | grep lama)" || return 1
+}
+
 t_row_many_nodes() {
     # Eight nodes (docker/configs/many-nodes.conf): the partition many holds node1-node8, of
     # three shapes (two sockets of one core; one core of two threads; one socket of two cores).
@@ -1563,7 +1619,8 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_bind_none_keeps_slurm_binding t_alias t_sbatch_options_reach_steps
     t_salloc_options t_step_cpuset_is_honoured t_bad_input_fails_before_launch t_oversubscription
     t_verbose_one_line_per_task t_openmp_variables t_site_default_and_policy
-    t_bad_site_configuration t_node_configuration_error_fails_the_job_not_the_node t_topology_sources t_topology_cache t_install_refuses_other_slurm
+    t_bad_site_configuration t_node_configuration_error_fails_the_job_not_the_node
+    t_broken_plugstack_batch_job_drains_nothing t_garbage_inherited_option_drains_nothing t_topology_sources t_topology_cache t_install_refuses_other_slurm
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil

@@ -81,7 +81,8 @@ reset_plugstack() { set_plugstack ""; }
 
 t_setup() {
     for h in "${nodes[@]}"; do
-        on "$h" cat "/etc/slurm/topology/$h.xml" > "$work/$h.xml" || return 1
+        # (The XML is named after the host, which need not be the NodeName.)
+        on "$h" cat "/etc/slurm/topology/${host_of[$h]:-$h}.xml" > "$work/$h.xml" || return 1
     done
     # Nodes may still be completing the jobs of an earlier run.
     wait_for 60 nodes_idle || fail "nodes not idle: $(as_user sinfo -h -N -o '%N %T' | tr '\n' ' ')" || return 1
@@ -934,6 +935,17 @@ t_forged_heterogeneous_environment() {
     [[ "$kb" =~ ^[0-9]+$ ]] && [ "$kb" -lt $((256 * 1024)) ] \
         || fail "slurmstepd's peak memory: [$kb] kB, not under 256 MiB" || return 1
     echo "    slurmstepd's peak memory (VmHWM): $((kb / 1024)) MiB" >&2
+    # The same before a step placed by GPU (a 'g' layout reads this node's name too): placed
+    # beside its GPU, slurmstepd small.
+    as_user timeout 120 salloc -w node1 -n1 --gres=gpu:1 sh -c "export SLURM_PACK_SIZE=2 SLURM_JOB_ID_PACK_GROUP_1=\$SLURM_JOB_ID \
+        SLURM_JOB_NODELIST_PACK_GROUP_1='${prefix}[0-99999]'; srun -n1 --lama-map=gcsbnh sh -c '$report'" \
+        > "$work/out" 2> "$work/err" || fail "the GPU step failed: $(head -c 600 "$work/err")" || return 1
+    read -r cpus kb comm < <(grep -E '^[0-9]' "$work/out")
+    assert_eq "the GPU step's task's parent" slurmstepd "$comm" || return 1
+    [[ "$cpus" =~ ^[01]$ ]] || fail "the GPU step's task: CPUs [$cpus], not one core" || return 1
+    [[ "$kb" =~ ^[0-9]+$ ]] && [ "$kb" -lt $((256 * 1024)) ] \
+        || fail "slurmstepd's peak memory in the GPU step: [$kb] kB, not under 256 MiB" || return 1
+    echo "    slurmstepd's peak memory in the GPU step (VmHWM): $((kb / 1024)) MiB" >&2
 }
 
 t_bad_plan_refused() {
@@ -1300,6 +1312,17 @@ gpu_files_steps() {
     local srun_prefix=(env SLURM_CONF=$fake/slurm.conf)
     run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g || fail "srun 1g, user's SLURM_CONF: $(cat "$work/err")" || return 1
     near "1g with the user's SLURM_CONF" || return 1
+    # A configless-style step: an srun without SLURM_CONF in its environment (as one that
+    # fetched its configuration into memory) sends the text "(null)" (env.c `setup_env`
+    # formats getenv("SLURM_CONF") with %s), which the tasks still see on 24.11 (26.05 sets
+    # slurmstepd's own in each task); the plugin reads slurmstepd's own either way.
+    srun_prefix=(env -u SLURM_CONF)
+    local task_report='echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${SLURM_STEP_GPUS-unset} ${SLURM_CONF-unset}"'
+    run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g || fail "srun 1g, no SLURM_CONF: $(cat "$work/err")" || return 1
+    near "1g from an srun without SLURM_CONF" || return 1
+    if [ "$slurm_release" == 24.11 ]; then
+        assert_eq "the job's SLURM_CONF" "(null) (null)" "$(report_field 5)" || return 1
+    fi
     srun_prefix=()
     # Slurm's own per-task choice: task/affinity puts task 0 on CPU 1, and Slurm gives it the
     # free GPU whose Cores= hold CPU 1, GPU 0 or 1; LAMA keeps it there.

@@ -373,7 +373,10 @@ fn random_environments() -> Run {
     })
 }
 
-const CASES: [(&str, fn() -> Run); 9] = [
+/// A case: its name, and what builds its inputs and returns its run.
+type Case = (&'static str, fn() -> Run);
+
+const CASES: [Case; 9] = [
     ("forged_pack_variables", forged_pack_variables),
     ("forged_het_lists", forged_het_lists),
     ("over_long_values", over_long_values),

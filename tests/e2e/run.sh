@@ -521,7 +521,8 @@ t_broken_plugstack_batch_job_drains_nothing() {
     echo "$line mapp=scbnh" | on node3 sh -c 'cat > /etc/slurm/plugstack.conf.d/lama.conf'
     printf '#!/bin/bash\necho script ran\nsrun -n1 --lama-map=scbnh true\necho "srun rc=$?"\n' \
         | as_user sh -c 'cat > /tmp/lama-broken.sh'
-    as_user sbatch --parsable --wait -w node3 -n1 -o /tmp/lama-broken.out /tmp/lama-broken.sh > /dev/null 2> "$work/err"
+    # (A node drained by the job's failure requeues the job: sbatch --wait would wait forever.)
+    as_user timeout 120 sbatch --parsable --wait -w node3 -n1 -o /tmp/lama-broken.out /tmp/lama-broken.sh > /dev/null 2> "$work/err"
     rc=$?
     echo "$line" | on node3 sh -c 'cat > /etc/slurm/plugstack.conf.d/lama.conf'
     out=$(on node3 cat /tmp/lama-broken.out)
@@ -540,7 +541,7 @@ t_garbage_inherited_option_drains_nothing() {
     # environment: spank.c `spank_clear_remote_options_env`) and, a batch step being never
     # placed, runs the script; its srun inherits nothing and runs; every node stays idle.
     local out
-    as_user env "_SLURM_SPANK_OPTION_lama_lama_map=sx\\yz" _SLURM_SPANK_OPTION_lama_lama_bind=99q \
+    as_user timeout 120 env "_SLURM_SPANK_OPTION_lama_lama_map=sx\\yz" _SLURM_SPANK_OPTION_lama_lama_bind=99q \
         sbatch --parsable --wait -w node1 -n1 -o /tmp/lama-garbage.out \
         --wrap 'echo script ran; srun -n1 true; echo "srun rc=$?"' > /dev/null 2> "$work/err" \
         || fail "sbatch: $(cat "$work/err")" || return 1

@@ -33,7 +33,7 @@ for size in 96:12x8 2112:48x44 5040:72x70 10080:120x84 20016:144x139 50176:224x2
     times=() mem=0
     for ((k = 0; k < runs; k++)); do
         /usr/bin/time -f '%e %M' -o "$dir/t" "$lama" plan --matrix "$dir/m" --format sparse \
-            --np "$((x * y))" -t "pack:2 numa:2 core:6 pu:1" --nodes "n[1-$nodes]" \
+            --np "$((x * y))" --topology "pack:2 numa:2 core:6 pu:1" --node-names "n[1-$nodes]" \
             --network "$dir/net" --out "$dir/plan" >/dev/null 2>&1
         read -r t m <"$dir/t"
         times+=("$t")

@@ -86,7 +86,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
     let req = &req;
     if lama_order(args) {
         return Err(Failure::Usage(
-            "-d arbitrary with a layout led by 'g': the plugin places GPU tasks node by node, \
+            "-m arbitrary with a layout led by 'g': the plugin places GPU tasks node by node, \
              so preview srun's own -m block, cyclic or plane=P"
                 .into(),
         ));

@@ -19,6 +19,7 @@ mod color;
 mod gpu;
 mod manual;
 mod plan;
+mod srun_line;
 mod verify;
 use lama_plan::hostlist;
 
@@ -179,24 +180,24 @@ fn command(with_plugin: bool) -> clap::Command {
 
 #[derive(Args, Debug)]
 struct MapArgs {
-    /// A node's topology: an hwloc XML file, an hwloc synthetic description, or `host`.
-    /// Repeat for one node each, in order.
-    #[arg(long = "topology", short = 't', value_name = "T", required = true)]
+    /// A node's topology: an hwloc XML file, an hwloc synthetic description, or `host`
+    /// (this machine). Repeat for one node each, in order. [default: host]
+    #[arg(long = "topology", value_name = "T")]
     topologies: Vec<String>,
     /// With one --topology: that many identical nodes.
     #[arg(long, short = 'N', value_name = "N")]
     nodes: Option<u32>,
-    /// Number of processes (1 or more).
-    #[arg(long, short = 'n', value_name = "NP",
+    /// Number of processes (1 or more), as srun's -n/--ntasks.
+    #[arg(long, short = 'n', visible_alias = "ntasks", value_name = "NP",
           value_parser = clap::value_parser!(u32).range(1..))]
     np: u32,
     /// Mapping layout (e.g. scbnh) or alias (hwthread core l1cache l2cache l3cache numa socket node).
-    #[arg(long, short = 'm', value_name = "LAYOUT", hide_possible_values = true,
+    #[arg(long, visible_alias = "lama-map", value_name = "LAYOUT", hide_possible_values = true,
           value_parser = Suggest(MAP_ALIASES.iter().map(|(a, _)| *a).collect()))]
     map: String,
     /// Binding width (e.g. 1c, 2L2, 1s) or alias, or none. [default: 1c, or with
     /// --cpus-per-task N the narrowest binding of N CPUs, as the plugin does]
-    #[arg(long, short = 'b', value_name = "WIDTH", hide_possible_values = true,
+    #[arg(long, visible_alias = "lama-bind", value_name = "WIDTH", hide_possible_values = true,
           value_parser = Suggest(BIND_ALIASES.iter().map(|(a, _)| *a).collect()))]
     bind: Option<String>,
     /// CPUs per process, as Slurm's -c/--cpus-per-task: without --bind, each process is bound
@@ -211,9 +212,14 @@ struct MapArgs {
     cpu_unit: String,
     /// Memory binding: local or preferred (the NUMA nodes of each binding), or none. Shown per
     /// process, and as "mems" in --json.
-    #[arg(long, value_name = "local|preferred|none", default_value = "none")]
+    #[arg(
+        long,
+        visible_alias = "lama-membind",
+        value_name = "local|preferred|none",
+        default_value = "none"
+    )]
     membind: String,
-    /// With -d arbitrary: write the SLURM_HOSTFILE (one node name per rank) that makes
+    /// With -m arbitrary: write the SLURM_HOSTFILE (one node name per rank) that makes
     /// `srun -m arbitrary` put every rank on the node this placement puts it on. Needs
     /// --node-names.
     #[arg(long, value_name = "FILE", requires = "node_names")]
@@ -222,10 +228,15 @@ struct MapArgs {
     #[arg(long, value_name = "HOSTLIST")]
     node_names: Option<String>,
     /// Maximum processes per resource, e.g. 1:c,4:s (first pass only). Default: no limit.
-    #[arg(long, value_name = "LIMITS", value_hint = clap::ValueHint::Other)]
+    #[arg(long, visible_alias = "lama-mppr", value_name = "LIMITS", value_hint = clap::ValueHint::Other)]
     mppr: Option<String>,
     /// Rank ordering: n (natural) or s (sequential).
-    #[arg(long, value_name = "n|s", default_value = "n")]
+    #[arg(
+        long,
+        visible_alias = "lama-order",
+        value_name = "n|s",
+        default_value = "n"
+    )]
     order: String,
     /// Also print each level's width (the positions the layout's round-robin counts).
     #[arg(long)]
@@ -241,7 +252,7 @@ struct MapArgs {
     /// arbitrary: LAMA's own order across nodes (the layout spreads the ranks over the nodes),
     /// which only `srun -m arbitrary` with the SLURM_HOSTFILE --hostfile writes reproduces.
     /// [default: block]
-    #[arg(long, short = 'd', value_name = "block|cyclic|plane=P|arbitrary")]
+    #[arg(long, short = 'm', value_name = "block|cyclic|plane=P|arbitrary")]
     distribution: Option<String>,
     /// The tasks of each node as the job's SLURM_TASKS_PER_NODE shows them (4,4,2 or
     /// 4(x2),2). Default: srun's counts for a job that holds its nodes whole (--exclusive).
@@ -260,7 +271,7 @@ struct MapArgs {
     picture: PictureWhen,
     /// As --lama-omp: OMP_PLACES (one place per bound core, or per thread with -c counting
     /// threads), OMP_PROC_BIND=close and OMP_NUM_THREADS, shown with --env.
-    #[arg(long, requires = "env")]
+    #[arg(long, visible_alias = "lama-omp", requires = "env")]
     omp: bool,
     /// Print only these ranks' rows: one rank (7) or a range (100-199); nodes without any of
     /// them are left out.
@@ -293,8 +304,14 @@ struct MapArgs {
     #[arg(long, value_name = "LIST")]
     gpus: Option<String>,
     /// With a layout led by 'g': each task sees only its own GPUs (--lama-gpu-isolate).
-    #[arg(long)]
+    #[arg(long, visible_alias = "lama-gpu-isolate")]
     gpu_isolate: bool,
+    /// The srun line to preview, after `--` (`-- srun -N2 -n8 -c2 --lama-map=scbnh ./app`):
+    /// its -N, -n, -c, -m, --ntasks-per-node, --gpus-per-task, --gpu-bind, -w, -O and
+    /// --lama-* options are read as lama map's; those that place nothing (-p, -t, -J, --mem,
+    /// -o, ...) are left out with a note; the program is not read.
+    #[arg(last = true, value_name = "srun LINE")]
+    srun: Vec<String>,
 }
 
 /// A value that may be anything (a layout, a width) and whose aliases shells complete: the
@@ -385,11 +402,22 @@ fn main() -> ExitCode {
     let asks_version = std::env::args_os()
         .skip(1)
         .any(|a| a == "--version" || a == "-V");
-    let cli = match Cli::from_arg_matches(&command(asks_version).get_matches()) {
+    // `lama map ... -- srun LINE`: the line's options as lama map's own.
+    let (args, notes) = match srun_line::expand(std::env::args_os().collect()) {
+        Ok(expanded) => expanded,
+        Err(e) => {
+            eprintln!("{} {e}", color::error_prefix());
+            return ExitCode::from(2);
+        }
+    };
+    let cli = match Cli::from_arg_matches(&command(asks_version).get_matches_from(args)) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
     color::set(cli.color);
+    for note in notes {
+        eprintln!("lama: srun line: {note}");
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(msg)) => {
@@ -585,8 +613,15 @@ impl Nodes {
 /// and each node's --restrict.
 pub(crate) fn nodes_of(args: &MapArgs) -> Result<Nodes, Failure> {
     let restrict = Restrictions::parse(&args.restrict)?;
-    let mut machines = Vec::with_capacity(args.topologies.len());
-    for t in &args.topologies {
+    // No --topology: this machine, as `lama map` run on the node would see it.
+    let host = ["host".to_string()];
+    let topologies = if args.topologies.is_empty() {
+        &host[..]
+    } else {
+        &args.topologies[..]
+    };
+    let mut machines = Vec::with_capacity(topologies.len());
+    for t in topologies {
         machines.push(load(t)?);
     }
     let count = match (args.nodes, machines.len()) {
@@ -655,6 +690,12 @@ pub(crate) fn cpu_unit(args: &MapArgs) -> CpuUnit {
 }
 
 fn map(args: MapArgs) -> Result<(), Failure> {
+    if let Some(first) = args.srun.first() {
+        return Err(Failure::Usage(format!(
+            "after --, lama map takes an srun line (-- srun -N2 -n8 --lama-map=scbnh ./app), \
+             not '{first}'"
+        )));
+    }
     let unit = cpu_unit(&args);
     if let Some(by_gpu) = lama_slurm::gpu::request(
         &args.map,
@@ -1049,7 +1090,7 @@ pub(crate) fn lama_order(args: &MapArgs) -> bool {
 }
 
 /// How srun deals the ranks to these nodes (`--distribution`, srun's default block, with
-/// srun's counts or `--tasks-per-node`): `None` with `-d arbitrary` (the layout spreads the
+/// srun's counts or `--tasks-per-node`): `None` with `-m arbitrary` (the layout spreads the
 /// ranks over the nodes itself) and on one node without any of these options.
 pub(crate) fn rank_split(
     args: &MapArgs,
@@ -1062,7 +1103,7 @@ pub(crate) fn rank_split(
         if counted {
             return Err(Failure::Usage(
                 "--tasks-per-node and --ntasks-per-node say how srun deals ranks to nodes, and \
-                 -d arbitrary leaves that to the layout: give one or the other"
+                 -m arbitrary leaves that to the layout: give one or the other"
                     .into(),
             ));
         }

@@ -50,10 +50,10 @@ Worked example: 2 nodes of 2 sockets x 2 cores (\"pack:2 core:2 pu:1\": cores P#
   csbnh  cores first:   rank 0 node0 P#0, 1 node0 P#1, 2 node0 P#2, 3 node0 P#3   (fill a node in order)
   scbnh  sockets first: rank 0 node0 P#0, 1 node0 P#2, 2 node0 P#1, 3 node0 P#3   (alternate sockets)
   nscbh  nodes first:   rank 0 node0 P#0, 1 node1 P#0, 2 node0 P#2, 3 node1 P#2   (alternate nodes, then sockets)
-That is LAMA's own order across nodes (lama map -d arbitrary; srun -m arbitrary with the
+That is LAMA's own order across nodes (lama map -m arbitrary; srun -m arbitrary with the
 SLURM_HOSTFILE that --hostfile writes). A plain srun deals the ranks to the nodes itself (-m
 block by default: ranks 0,1 on node0, 2,3 on node1) and the plugin places each node's ranks by
-the layout; lama map shows that by default, with -d cyclic or -d plane=P as srun's -m.
+the layout; lama map shows that by default, with -m cyclic or -m plane=P as srun's -m.
 
 The binding (--bind) is <count><token>: 1c one core, 2c two cores, 1s the socket, 1N the NUMA
 node, 1h one hardware thread, none. The MPPR (--mppr, maximum processes per resource) is a list
@@ -70,19 +70,19 @@ PU 0 beside rank 0 while PUs 1 and 3 stay idle. No CPU is shared while one is fr
 Coming from Slurm or Open MPI:
   srun -m block:block --cpu-bind=cores        --map csbnh --bind 1c
   srun -m block:cyclic --cpu-bind=cores       --map scbnh --bind 1c
-  srun -m cyclic:cyclic --cpu-bind=sockets    --map nscbh --bind 1s
+  srun -m cyclic:cyclic --cpu-bind=sockets    -m cyclic --map scbnh --bind 1s
   mpirun --map-by core --bind-to core         --map csbnh --bind 1c
   mpirun --map-by package --bind-to package   --map scbnh --bind 1s
   mpirun --map-by numa --bind-to numa         --map Nscbnh --bind 1N
-  mpirun --map-by ppr:2:package               --map scbnh --mppr 2:s";
+  mpirun --map-by ppr:2:package               --map csbnh --mppr 2:s";
 
 /// Examples (also in `lama --help`).
 pub const EXAMPLES: &str = "\
-lama map --topology \"pack:2 core:4 pu:2\" --nodes 2 --np 24 --map scbnh --bind none -d arbitrary
+lama map --topology \"pack:2 core:4 pu:2\" --nodes 2 --np 24 --map scbnh --bind none -m arbitrary
 lama map --topology node.xml --np 8 --map socket --bind 1c --json
 lama map --topology node.xml --np 4 --cpus-per-task 4 --map scbnh --membind local
 lama map --topology node.xml --nodes 3 --np 7 --map scbnh --distribution cyclic
-lama map -t a.xml -t b.xml --np 6 --map scbnh --node-names n[1-2] --restrict n2=0-3
+lama map --topology a.xml --topology b.xml --np 6 --map scbnh --node-names n[1-2] --restrict n2=0-3
 lama map --topology node.xml --np 8 --cpus-per-task 2 --map scbnh --env --omp
 lama map --topology node.xml --nodes 4000 --np 288000 --map scbnh --ranks 1000-1099
 lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml --node-names node[1-4] --out job

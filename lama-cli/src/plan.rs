@@ -39,14 +39,18 @@ pub(crate) struct PlanArgs {
     /// Number of ranks (the matrix must describe exactly that many).
     #[arg(long, short = 'n', value_name = "NP")]
     np: u32,
-    /// The nodes' topologies: an hwloc XML file, a synthetic description or `host`; `%n` is
-    /// replaced by each node's name. One for all nodes, or one per node in --node-names order.
-    #[arg(long = "topology", short = 't', value_name = "T", required = true)]
+    /// The nodes' topologies: an hwloc XML file, a synthetic description or `host` (this
+    /// machine); `%n` is replaced by each node's name. One for all nodes, or one per node in
+    /// --node-names order, as lama map's. [default: host]
+    #[arg(long = "topology", value_name = "T")]
     topologies: Vec<String>,
-    /// The nodes' names, as a Slurm hostlist (node[1-4], or "$SLURM_JOB_NODELIST" in a job);
-    /// the same option as lama map's --node-names (--nodes is accepted too).
-    #[arg(long = "node-names", visible_alias = "nodes", value_name = "HOSTLIST")]
-    nodes: String,
+    /// The nodes' names, as a Slurm hostlist (node[1-4], or "$SLURM_JOB_NODELIST" in a job),
+    /// as lama map's --node-names. [default: this host's name, for one node]
+    #[arg(long = "node-names", value_name = "HOSTLIST")]
+    node_names: Option<String>,
+    /// How many nodes, as lama map's and srun's -N (checked against --node-names).
+    #[arg(long, short = 'N', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    nodes: Option<u32>,
     /// The CPUs the job has (OS indexes): CPULIST for every node, or NODE=CPULIST per node
     /// (repeat it), as a partial allocation's cpusets.
     #[arg(long, value_name = "[NODE=]CPULIST")]
@@ -71,6 +75,37 @@ pub(crate) struct PlanArgs {
     /// Machine-readable output: {"processes":[...],"cost":{...}}.
     #[arg(long)]
     json: bool,
+}
+
+/// The plan's nodes: --node-names, else this host alone; -N must agree.
+fn node_names(args: &PlanArgs) -> Result<Vec<String>, Failure> {
+    let names = match &args.node_names {
+        Some(list) => hostlist::expand(list).map_err(Failure::Usage)?,
+        None if args.nodes.unwrap_or(1) == 1 => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            vec![host
+                .trim()
+                .split('.')
+                .next()
+                .unwrap_or("localhost")
+                .to_string()]
+        }
+        None => {
+            return Err(Failure::Usage(format!(
+                "-N {}: a plan names its nodes: give --node-names (node[1-{}], or \
+                 \"$SLURM_JOB_NODELIST\" in a job)",
+                args.nodes.unwrap_or(1),
+                args.nodes.unwrap_or(1)
+            )))
+        }
+    };
+    match args.nodes {
+        Some(n) if n as usize != names.len() => Err(Failure::Usage(format!(
+            "-N {n} but --node-names names {} node(s): give one or make them agree",
+            names.len()
+        ))),
+        _ => Ok(names),
+    }
 }
 
 fn read(path: &PathBuf, what: &str) -> Result<String, Failure> {
@@ -119,15 +154,18 @@ fn monitoring(path: &PathBuf, np: u32) -> Result<CommMatrix, Failure> {
 }
 
 pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
-    // In lama map --nodes is a count; here it names the nodes, and a bare number names none.
-    if !args.nodes.is_empty() && args.nodes.bytes().all(|b| b.is_ascii_digit()) {
+    // A bare number names no node: it is -N's.
+    if let Some(n) = args
+        .node_names
+        .as_ref()
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    {
         return Err(Failure::Usage(format!(
-            "--node-names {0}: lama plan takes the nodes' names, not their count (a hostlist such \
-             as node[1-{0}], or \"$SLURM_JOB_NODELIST\" in a job)",
-            args.nodes
+            "--node-names {n}: the nodes' names, not their count (a hostlist such as \
+             node[1-{n}], or \"$SLURM_JOB_NODELIST\" in a job); the count is -N {n}"
         )));
     }
-    let names = hostlist::expand(&args.nodes).map_err(Failure::Usage)?;
+    let names = node_names(&args)?;
     if let Some(bad) = names.iter().find(|n| !lama_planfile::valid_node_name(n)) {
         return Err(Failure::Usage(format!(
             "{} is not a node name (letters, digits, '.', '_', '-')",
@@ -171,12 +209,18 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     // Per-node restrictions: CPULIST for all, NODE=CPULIST for one.
     let restrict = Restrictions::parse(&args.restrict)?;
     restrict.check(Some(&names), names.len())?;
-    let specs: Vec<String> = match args.topologies.len() {
+    let host = ["host".to_string()];
+    let topologies = if args.topologies.is_empty() {
+        &host[..]
+    } else {
+        &args.topologies[..]
+    };
+    let specs: Vec<String> = match topologies.len() {
         1 => names
             .iter()
-            .map(|n| args.topologies[0].replace("%n", n))
+            .map(|n| topologies[0].replace("%n", n))
             .collect(),
-        k if k == names.len() => args.topologies.clone(),
+        k if k == names.len() => topologies.to_vec(),
         k => {
             return Err(Failure::Usage(format!(
                 "{k} --topology options for {} nodes: give one (with %n for the node name) or \

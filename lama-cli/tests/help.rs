@@ -92,7 +92,15 @@ fn shells_complete_the_aliases_of_map_and_bind_not_files() {
     // Any layout is still accepted (the aliases are suggestions, not the only values).
     Command::cargo_bin("lama")
         .unwrap()
-        .args(["map", "-t", "pack:1 core:2 pu:1", "-n", "1", "-m", "cs"])
+        .args([
+            "map",
+            "--topology",
+            "pack:1 core:2 pu:1",
+            "-n",
+            "1",
+            "--map",
+            "cs",
+        ])
         .assert()
         .success();
 }

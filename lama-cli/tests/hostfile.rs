@@ -22,7 +22,7 @@ fn hostfile_lists_each_ranks_node() {
             "--map",
             "ncbh",
             "--oversubscribe",
-            "-d",
+            "-m",
             "arbitrary",
             "--node-names",
             "n[1-2]",

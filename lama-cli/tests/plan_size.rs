@@ -20,7 +20,7 @@ fn plan(dir: &std::path::Path, np: usize) -> std::process::Output {
         .args([
             "--topology",
             "pack:2 core:64 pu:1",
-            "--nodes",
+            "--node-names",
             "node[001-032]",
         ])
         .arg("--out")

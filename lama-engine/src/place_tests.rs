@@ -566,7 +566,7 @@ fn shared_pus(p: &Placement<'_>) -> Vec<(usize, usize, u32)> {
 
 #[test]
 fn cpus_per_task_of_whole_cores_never_share_cpus() {
-    // `lama map -t "pack:2 core:6 pu:2" -n 3 -c 8 -m scbnh`: 24 hardware threads hold three
+    // `lama map --topology "pack:2 core:6 pu:2" -n 3 -c 8 --map scbnh`: 24 hardware threads hold three
     // tasks of 8. The widened binding 4c fits twice (cores 0-3, cores 6-9); a third task must
     // not be bound to cores 0-3 again while cores 4-5 and 10-11 stay idle.
     let m = synth("pack:2 core:6 pu:2");

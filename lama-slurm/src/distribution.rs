@@ -87,7 +87,7 @@ impl Distribution {
                     return Err(format!(
                         "distribution '{text}': srun's node distributions are block, cyclic and \
                          plane=P (P at least 1); arbitrary takes a SLURM_HOSTFILE, which \
-                         lama map -d arbitrary --hostfile writes"
+                         lama map -m arbitrary --hostfile writes"
                     ))
                 }
             },
@@ -287,7 +287,7 @@ pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
     let list = count_list;
     let np: u32 = counts.iter().sum();
     let srun = even_split(nodes, np);
-    let hostfile = "run it with -m arbitrary and a SLURM_HOSTFILE (lama map -d arbitrary \
+    let hostfile = "run it with -m arbitrary and a SLURM_HOSTFILE (lama map -m arbitrary \
                     --hostfile FILE --node-names LIST writes one)";
     // srun's even split holds for nodes alike; on nodes of different sizes srun decides the
     // counts from each node's CPUs.
@@ -309,7 +309,7 @@ pub fn node_assignment(p: &Placement<'_>) -> Option<String> {
         Some(d) => format!(
             "node assignment: tasks per node {} in -m {d} order, but srun -N{nodes} -n{np} \
              gives each node {} tasks ({}); {hostfile}, or preview what srun does with lama map \
-             -d {d} instead of -d arbitrary",
+             -m {d} instead of -m arbitrary",
             list(&counts),
             if srun.iter().all(|&c| c == srun[0]) {
                 srun[0].to_string()

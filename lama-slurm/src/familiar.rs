@@ -23,27 +23,26 @@ pub fn explain(mut d: Diagnostic) -> Diagnostic {
 /// the message that refuses it.
 pub fn familiar_layout(input: &str) -> Option<String> {
     let lower = input.to_ascii_lowercase();
-    let slurm = |layout: &str, what: &str| {
+    // srun's -m deals the tasks to the nodes, and the plugin keeps that: only the part after
+    // ':' (how a node's tasks go over its sockets) is a layout's.
+    let slurm = |nodes: &str, layout: &str, what: &str| {
         format!(
-            "'{input}' is a Slurm distribution (srun -m {input}); the LAMA layout that places \
-             like it is {layout} ({what})"
+            "'{input}' is a Slurm distribution (srun -m {input}); its first part deals the \
+             tasks to the nodes, which srun keeps doing: srun -m {nodes} --lama-map={layout} \
+             places like it ({what}; lama map -m {nodes} --map {layout})"
         )
     };
     Some(match lower.as_str() {
         "block" | "cyclic" => format!(
-            "'{input}' is a Slurm distribution (srun -m {input}), which says how tasks go to \
-             nodes; how they go over a node's sockets is its second part: -m {input}:block is \
-             the LAMA layout {}, -m {input}:cyclic is {}",
-            if lower == "block" { "csbnh" } else { "ncsbh" },
-            if lower == "block" { "scbnh" } else { "nscbh" }
+            "'{input}' is a Slurm distribution (srun -m {input}), which deals the tasks to the \
+             nodes and stays srun's; a layout says how each node's tasks go over its sockets \
+             and cores: srun -m {input} --lama-map=csbnh fills the cores in order (as -m \
+             {input}:block), --lama-map=scbnh alternates the sockets (as -m {input}:cyclic)"
         ),
-        "block:block" => slurm("csbnh", "fill each node's cores in order"),
-        "block:cyclic" => slurm("scbnh", "fill each node, alternating its sockets"),
-        "cyclic:cyclic" => slurm(
-            "nscbh",
-            "round-robin over the nodes, then over each node's sockets",
-        ),
-        "cyclic:block" => slurm("ncsbh", "round-robin over the nodes, cores in order"),
+        "block:block" => slurm("block", "csbnh", "each node's cores in order"),
+        "block:cyclic" => slurm("block", "scbnh", "each node's sockets in turn"),
+        "cyclic:cyclic" => slurm("cyclic", "scbnh", "each node's sockets in turn"),
+        "cyclic:block" => slurm("cyclic", "csbnh", "each node's cores in order"),
         "plane" | "arbitrary" | "fcyclic" => format!(
             "'{input}' is a Slurm distribution (srun -m {input}), which says how tasks go to \
              nodes; a LAMA layout also orders the levels inside them: e.g. csbnh (cores in \
@@ -167,10 +166,14 @@ mod tests {
     #[test]
     fn familiar_spellings_get_the_lama_equivalent() {
         let reason = |s: &str| explain(Layout::parse(s).unwrap_err()).reason;
-        assert!(reason("block").contains("-m block:block is the LAMA layout csbnh"));
-        assert!(reason("block").contains("-m block:cyclic is scbnh"));
-        assert!(reason("cyclic").contains("-m cyclic:cyclic is nscbh"));
-        assert!(reason("block:cyclic").contains("scbnh"));
+        assert!(reason("block").contains("srun -m block --lama-map=csbnh fills the cores"));
+        assert!(reason("block").contains("--lama-map=scbnh alternates the sockets"));
+        assert!(reason("cyclic").contains("srun -m cyclic --lama-map=csbnh"));
+        assert!(reason("block:cyclic").contains("srun -m block --lama-map=scbnh"));
+        // The nodes stay srun's: cyclic:cyclic keeps -m cyclic (a layout led by n would be
+        // LAMA's own order, which srun does not give without -m arbitrary).
+        assert!(reason("cyclic:cyclic").contains("srun -m cyclic --lama-map=scbnh"));
+        assert!(reason("cyclic:block").contains("lama map -m cyclic --map csbnh"));
         assert_eq!(
             reason("ppr:2:socket:PE=4"),
             "'ppr:2:socket:PE=4' is Open MPI's --map-by ppr: 2 processes on each socket, 4 cores \

@@ -351,7 +351,7 @@ t_mpi_record_plan_rerun() {
     [ -n "$(traffic first)" ] || { fail "run 1 recorded no point-to-point traffic"; return 1; }
     # The plan, from the recorded files.
     "$lama" plan --format ompi --matrix "$work/first" --np 6 --topology "$work/%n.xml" \
-        --nodes 'node[1-3]' --bind hwthread --explain --out "$work/recplan" > "$work/recplan.txt" 2>&1 \
+        --node-names 'node[1-3]' --bind hwthread --explain --out "$work/recplan" > "$work/recplan.txt" 2>&1 \
         || { fail "lama plan from the recording: $(cat "$work/recplan.txt")"; return 1; }
     as_user sh -c 'cat > /tmp/recplan.lama' < "$work/recplan.lama" && as_user sh -c 'cat > /tmp/recplan.hosts' < "$work/recplan.hosts" || return 1
     # Its modelled cost is below run 1's placement (nscbh, a candidate of the plan).

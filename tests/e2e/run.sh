@@ -656,7 +656,7 @@ t_one_distribution_hint() {
     # `lama map` with every node's topology gives the exact node assignment; srun -m arbitrary
     # with its SLURM_HOSTFILE runs every rank on the node lama said, bound as lama said.
     "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
-        --np 6 --map nscbh --node-names 'node[1-3]' -d arbitrary --hostfile "$work/hosts" > "$work/plan" \
+        --np 6 --map nscbh --node-names 'node[1-3]' -m arbitrary --hostfile "$work/hosts" > "$work/plan" \
         || fail "lama map failed" || return 1
     as_user sh -c 'cat > /tmp/lama-hosts' < "$work/hosts" || return 1
     local srun_prefix=(env SLURM_HOSTFILE=/tmp/lama-hosts)
@@ -675,18 +675,18 @@ t_preview_is_srun() {
     local m
     for m in "" block cyclic plane=2; do
         run_srun --exclusive -N3 -n5 ${m:+-m "$m"} --lama-map=scbnh || fail "srun -m ${m:-default} failed: $(cat "$work/err")" || return 1
-        assert_eq "srun -N3 -n5 -m ${m:-default}" "$(preview --map scbnh ${m:+-d "$m"})" "$(actual_cpus)" || return 1
+        assert_eq "srun -N3 -n5 -m ${m:-default}" "$(preview --map scbnh ${m:+-m "$m"})" "$(actual_cpus)" || return 1
         # By hand: cyclic puts ranks 0,3 on node1 (sockets 0 and 1), 1,4 on node2 (threads 0
         # and 1), 2 on node3 (core 0).
         [ "$m" != cyclic ] || assert_eq "cyclic by hand" "node1:0 node2:0 node3:0 node1:1 node2:1" "$(actual_cpus)" || return 1
     done
-    # LAMA's own order across nodes (-d arbitrary) is not what plain srun does: nscbh puts
+    # LAMA's own order across nodes (-m arbitrary) is not what plain srun does: nscbh puts
     # rank 1 on node2, srun's block on node1.
     run_srun --exclusive -N3 -n5 --lama-map=nscbh || return 1
     assert_eq "srun -N3 -n5 nscbh" "$(preview --map nscbh)" "$(actual_cpus)" || return 1
     local own
-    own=$(preview --map nscbh -d arbitrary)
-    [ "$own" != "$(actual_cpus)" ] || fail "-d arbitrary previewed what plain srun does: $own" || return 1
+    own=$(preview --map nscbh -m arbitrary)
+    [ "$own" != "$(actual_cpus)" ] || fail "-m arbitrary previewed what plain srun does: $own" || return 1
     # Per-node restrictions: beside a job holding CPU 0 of node3, the step has CPU 1 there
     # only; `--restrict node3=1` previews it (without it, rank 3 would be on CPU 0). -n4:
     # Slurm gives node1 2 tasks, node2 and node3 one each, as srun's block deals 4 over 2,2,1.
@@ -707,7 +707,7 @@ t_verify() {
     local h rc d
     for d in block cyclic; do
         "$lama" map --topology "$work/node1.xml" --topology "$work/node2.xml" --topology "$work/node3.xml" \
-            --node-names node1,node2,node3 --np 5 --map scbnh -d $d --json > "$work/$d.json" 2> "$work/map.err" || fail "lama map -d $d failed" || return 1
+            --node-names node1,node2,node3 --np 5 --map scbnh -m $d --json > "$work/$d.json" 2> "$work/map.err" || fail "lama map -m $d failed" || return 1
         for h in node1 node2 node3; do
             on "$h" sh -c "cat > /tmp/lama-$d.json && chmod 644 /tmp/lama-$d.json" < "$work/$d.json" || return 1
         done
@@ -769,7 +769,7 @@ rank 1 on node1: DIFFERS: thread runs on CPUs 0, not LAMA_CPUS 1" \
 # to $work/NAME.{lama,hosts} and copied to the submit host as /tmp/NAME.{lama,hosts}.
 plan_for() {
     printf '%s\n' "$2" > "$work/$1.mat"
-    "$lama" plan --matrix "$work/$1.mat" --np 6 --topology "$work/%n.xml" --nodes 'node[1-3]' \
+    "$lama" plan --matrix "$work/$1.mat" --np 6 --topology "$work/%n.xml" --node-names 'node[1-3]' \
         --bind hwthread --out "$work/$1" > "$work/$1.txt" 2>&1 || { fail "lama plan $1: $(cat "$work/$1.txt")"; return 1; }
     as_user sh -c "cat > /tmp/$1.lama" < "$work/$1.lama" && as_user sh -c "cat > /tmp/$1.hosts" < "$work/$1.hosts"
 }
@@ -1598,7 +1598,7 @@ t_row_many_nodes() {
     for m in "" cyclic; do
         run_srun -p many --exclusive -N8 -n13 ${m:+-m "$m"} --lama-map=scbnh \
             || fail "srun -N8 -n13 -m ${m:-default} failed: $(cat "$work/err")" || return 1
-        assert_eq "srun -N8 -n13 -m ${m:-default}" "$(preview --map scbnh ${m:+-d "$m"})" "$(actual_cpus)" || return 1
+        assert_eq "srun -N8 -n13 -m ${m:-default}" "$(preview --map scbnh ${m:+-m "$m"})" "$(actual_cpus)" || return 1
     done
     # By hand, cyclic: ranks 0-7 one on each node, 8-12 the second task of node1-node5. Two
     # tasks on a node take its two sockets, threads or cores (CPU 0, then 1); a node's one

@@ -97,9 +97,9 @@ t_real_topology() {
         || fail "slurmd's log does not show the plugin caching the topology: $(on_guest grep 'lama: topology' /var/log/slurm/slurmd.log | tail -n 2)" || return 1
     on_guest cat "$topology_file" > "$work/cached.machine" || fail "no cached machine text $topology_file" || return 1
     local live cached
-    live=$("$lama" map -t "$work/vmnode.xml" --np 16 --map Nscbnh --json | jq -ce '.processes | select(length == 16)') \
+    live=$("$lama" map --topology "$work/vmnode.xml" --np 16 --map Nscbnh --json | jq -ce '.processes | select(length == 16)') \
         || fail "lama map on the discovered topology failed" || return 1
-    cached=$("$lama" map -t "$work/cached.machine" --np 16 --map Nscbnh --json | jq -ce '.processes | select(length == 16)') \
+    cached=$("$lama" map --topology "$work/cached.machine" --np 16 --map Nscbnh --json | jq -ce '.processes | select(length == 16)') \
         || fail "lama map on the cached topology $topology_file failed" || return 1
     assert_eq "the cached topology $topology_file" "$live" "$cached" || return 1
     # and a step says it read that file.
@@ -122,13 +122,13 @@ t_io_locality() {
     # hwloc's, through lama on the live guest: each NIC near the die (one NUMA node, one L3) of
     # its bridge, the ssh NIC near the whole machine; the display adapters are no GPU.
     local devices
-    devices=$(on_guest lama map -t host -n1 -m scbnh --json \
+    devices=$(on_guest lama map --topology host -n1 --map scbnh --json \
         | jq -c '[.devices[] | [.bus_id, .kind, .near, (.cpus | map(tostring) | join(","))]]') \
         || fail "lama map on the live guest failed" || return 1
     assert_eq "devices seen by hwloc" '[["0000:00:05.0","nic","Machine L#0","0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"],["0000:41:00.0","nic","Die L#1","4,5,6,7"],["0000:81:00.0","nic","Die L#3","12,13,14,15"]]' "$devices" || return 1
     # And the XML exported in the guest (t_setup) says the same on this side.
     assert_eq "devices in the exported XML" "$devices" \
-        "$("$lama" map -t "$work/vmnode.xml" -n1 -m scbnh --json | jq -c '[.devices[] | [.bus_id, .kind, .near, (.cpus | map(tostring) | join(","))]]')"
+        "$("$lama" map --topology "$work/vmnode.xml" -n1 --map scbnh --json | jq -c '[.devices[] | [.bus_id, .kind, .near, (.cpus | map(tostring) | join(","))]]')"
 }
 
 t_cgroup_v2() {

@@ -652,6 +652,12 @@ pub(crate) fn nodes_of(args: &MapArgs) -> Result<Nodes, Failure> {
         None => None,
     };
     restrict.check(names.as_deref(), count)?;
+    if let Some(k) = args.node.filter(|&k| k as usize >= count) {
+        return Err(Failure::Usage(format!(
+            "--node {k}: the placement has {count} node(s), 0 to {}",
+            count - 1
+        )));
+    }
     // The restriction for every node applies to each --topology once; a node with its own
     // gets a machine of its own.
     let mut machines = machines
@@ -801,8 +807,19 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             place(nodes, &req)
         }
     }
+    let one_node = all_nodes.machine_of().len() == 1;
     let failure = |e: PlaceError| match e {
         PlaceError::TooLarge { .. } => Failure::Usage(e.to_string()),
+        // One node of the preview holds fewer ranks than asked: more nodes would (-N).
+        PlaceError::Oversubscribed {
+            placed,
+            requested,
+            nodes: 1,
+            ..
+        } if one_node && placed > 0 => Failure::Place(format!(
+            "{e}; or over more nodes: -N {} (to oversubscribe: lama map --oversubscribe)",
+            requested.div_ceil(placed)
+        )),
         PlaceError::Oversubscribed { .. } => {
             Failure::Place(format!("{e} (to oversubscribe: lama map --oversubscribe)"))
         }

@@ -101,8 +101,8 @@ pub enum PlaceError {
     /// One pass did not place every process and oversubscription is not allowed.
     #[error(
         "placed {placed} of {requested} processes: oversubscribed; layout {layout} with binding \
-         {bind}{mppr} offers {placed} positions on {nodes} node(s){why}; allow oversubscription, \
-         ask for fewer processes, or use a smaller binding width or looser MPPR limits",
+         {bind}{mppr} offers {placed} positions on {nodes} node(s){why}; {advice}",
+        advice = oversubscribed_advice(*placed, mppr, *without_mppr),
         mppr = if mppr.is_empty() { String::new() } else { format!(" and MPPR {mppr}") },
         why = match *shared {
             0 => String::new(),
@@ -128,6 +128,8 @@ pub enum PlaceError {
         /// Positions of the pass left out because their default binding would share CPUs with
         /// a process already placed (see [`place`]).
         shared: u32,
+        /// With MPPR limits: the positions the same pass offers without them.
+        without_mppr: Option<u32>,
     },
     /// A whole pass placed nothing.
     #[error("placed 0 of {requested} processes: no usable resources: {why}")]
@@ -611,7 +613,68 @@ pub fn place_cpus_per_task<'m>(
     }
 }
 
+/// What to do about an oversubscribed request: the MPPR limits named where they are what
+/// stops it.
+fn oversubscribed_advice(placed: u32, mppr: &Mppr, without_mppr: Option<u32>) -> String {
+    if let Some(w) = without_mppr.filter(|&w| w > placed) {
+        return format!(
+            "the MPPR limits {mppr} allow only {placed} of the {w} positions the layout offers \
+             without them: loosen them, or ask for fewer processes"
+        );
+    }
+    let looser = if mppr.is_empty() {
+        ""
+    } else {
+        " or looser MPPR limits"
+    };
+    format!(
+        "allow oversubscription, ask for fewer processes, or use a smaller binding width{looser}"
+    )
+}
+
 fn place_mode<'m>(
+    nodes: &[&'m Machine],
+    req: &Request,
+    blocks: bool,
+) -> Result<Placement<'m>, PlaceError> {
+    let result = place_mode_as_asked(nodes, req, blocks);
+    match result {
+        // Whether the MPPR limits are what stops the request: the same without them.
+        Err(PlaceError::Oversubscribed {
+            placed,
+            requested,
+            layout,
+            bind,
+            mppr,
+            nodes: count,
+            shared,
+            without_mppr: None,
+        }) if !mppr.is_empty() => {
+            let free = Request {
+                mppr: Mppr::none(),
+                ..req.clone()
+            };
+            let without = match place_mode_as_asked(nodes, &free, blocks) {
+                Ok(p) => p.processes.len() as u32,
+                Err(PlaceError::Oversubscribed { placed, .. }) => placed,
+                Err(_) => 0,
+            };
+            Err(PlaceError::Oversubscribed {
+                placed,
+                requested,
+                layout,
+                bind,
+                mppr,
+                nodes: count,
+                shared,
+                without_mppr: Some(without),
+            })
+        }
+        other => other,
+    }
+}
+
+fn place_mode_as_asked<'m>(
     nodes: &[&'m Machine],
     req: &Request,
     blocks: bool,
@@ -906,6 +969,7 @@ fn place_with<'m>(
                     mppr: req.mppr.clone(),
                     nodes: nodes.len(),
                     shared: shared_skips,
+                    without_mppr: None,
                 });
             }
         } else if placed > 0 {

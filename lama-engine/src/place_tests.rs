@@ -227,9 +227,14 @@ fn mppr_limits_hold_in_the_first_pass_only() {
     assert_eq!(
         e.to_string(),
         "placed 2 of 4 processes: oversubscribed; layout hcsbn with binding 1h and MPPR 1:c \
-         offers 2 positions on 1 node(s); allow oversubscription, ask for fewer processes, or use \
-         a smaller binding width or looser MPPR limits"
+         offers 2 positions on 1 node(s); the MPPR limits 1:c allow only 2 of the 4 positions \
+         the layout offers without them: loosen them, or ask for fewer processes"
     );
+    // Without MPPR the general advice, without MPPR in it.
+    let six = request("hcsbn", "1h", 6);
+    assert!(place(&[&m], &six).unwrap_err().to_string().ends_with(
+        "; allow oversubscription, ask for fewer processes, or use a smaller binding width"
+    ));
     req.oversubscribe = true;
     let p = place(&[&m], &req).unwrap();
     assert_eq!(p.passes(), 2);

@@ -160,6 +160,14 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         .map(|r| crate::rank_range(r, args.np as usize))
         .transpose()?;
     let in_ranks = |rank: u32| chosen.is_none_or(|(first, last)| (first..=last).contains(&rank));
+    // The picture as lama map's CPU tables choose it (--picture, the terminal's width): the
+    // other columns take about 60 characters.
+    let widest = nodes
+        .iter()
+        .map(|m| render::picture(m, &[]).chars().count())
+        .max()
+        .unwrap_or(0);
+    let picture = crate::show_picture(args.picture, crate::terminal_columns(), || 60 + widest);
     for (k, (&m, node_ranks)) in nodes.iter().zip(&ranks).enumerate() {
         let np = node_ranks.len() as u32;
         let name = names
@@ -252,7 +260,13 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
                         .join(","),
                     nic.clone().unwrap_or_else(|| "-".into()),
                     t.cpus.to_string(),
-                    render::picture(m, &t.bound_logical),
+                    match picture {
+                        render::PictureMode::Full => render::picture(m, &t.bound_logical),
+                        render::PictureMode::Compact => {
+                            render::compact_picture(m, &t.bound_logical)
+                        }
+                        render::PictureMode::None => String::new(),
+                    },
                 ]);
             }
             json.processes.push(JsonProcess {
@@ -268,7 +282,12 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             });
         }
         if shown {
-            let headers = ["rank", "gpu(s)", "bus id(s)", "nic", "cpus", "picture"];
+            let last = if picture == render::PictureMode::None {
+                ""
+            } else {
+                "picture"
+            };
+            let headers = ["rank", "gpu(s)", "bus id(s)", "nic", "cpus", last];
             text += &render::table(headers, &rows);
             text += "  GPUs here (Slurm's numbers are PCI bus order):\n";
             for d in &gpus {

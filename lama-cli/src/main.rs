@@ -265,8 +265,9 @@ struct MapArgs {
     /// OpenMP variables); in --json, an "env" object per process.
     #[arg(long, conflicts_with = "summary")]
     env: bool,
-    /// The tables' picture column: auto (left out when a row would be wider than the terminal;
-    /// always shown into a pipe or file), always or never.
+    /// The tables' picture column: auto (the full picture, or on a terminal too narrow for it
+    /// the compact one: package[0][core:0-1] as Open MPI 5 writes it), always (the full one),
+    /// compact or never.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = PictureWhen::Auto)]
     picture: PictureWhen,
     /// As --lama-omp: OMP_PLACES (one place per bound core, or per thread with -c counting
@@ -345,6 +346,7 @@ impl clap::builder::TypedValueParser for Suggest {
 enum PictureWhen {
     Auto,
     Always,
+    Compact,
     Never,
 }
 
@@ -367,24 +369,22 @@ fn terminal_columns() -> Option<usize> {
 /// widths.
 const ROW_BESIDES_PICTURE: usize = 72;
 
-/// Whether the tables show their picture: `Err` carries the note that says why not, when
-/// `auto` leaves it out (a row of `row()` characters on a terminal of `columns`; `row` is
-/// asked only then).
+/// Which picture the tables show. `auto`: the full picture where a row with it fits the
+/// terminal (`columns`; a row is `row()` characters, asked only then) or there is no terminal,
+/// else the compact one, which names the package and cores in a few words whatever the node's
+/// size; a picture is always shown.
 fn show_picture(
     when: PictureWhen,
     columns: Option<usize>,
     row: impl FnOnce() -> usize,
-) -> Result<bool, String> {
+) -> render::PictureMode {
+    use render::PictureMode::{Compact, Full, None as NoPicture};
     match (when, columns) {
-        (PictureWhen::Always, _) | (PictureWhen::Auto, None) => Ok(true),
-        (PictureWhen::Never, _) => Ok(false),
-        (PictureWhen::Auto, Some(c)) => match row() {
-            row if row <= c => Ok(true),
-            row => Err(format!(
-                "picture left out: a row would be about {row} characters, the terminal has \
-                 {c} columns (--picture always shows it)"
-            )),
-        },
+        (PictureWhen::Always, _) | (PictureWhen::Auto, None) => Full,
+        (PictureWhen::Compact, _) => Compact,
+        (PictureWhen::Never, _) => NoPicture,
+        (PictureWhen::Auto, Some(c)) if row() <= c => Full,
+        (PictureWhen::Auto, Some(_)) => Compact,
     }
 }
 
@@ -476,11 +476,35 @@ fn run(cli: Cli) -> Result<(), Failure> {
 
 /// Prints human-readable output, coloured when standard output is.
 pub(crate) fn print_human(text: &str) -> Result<(), Failure> {
+    let text = fit(text, terminal_columns());
     if color::stdout() {
-        print(&color::paint(text))
+        print(&color::paint(&text))
     } else {
-        print(text)
+        print(&text)
     }
+}
+
+/// `text` for a terminal of `columns`: each prose line longer than that wrapped at its words
+/// (continuations indented); indented lines (table rows, lists) are left as they are, so that
+/// a table the user asked to be wide (--picture always) keeps its rows.
+fn fit(text: &str, columns: Option<usize>) -> String {
+    let Some(w) = columns else {
+        return text.to_string();
+    };
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if body.starts_with(' ') || body.chars().count() <= w {
+            out.push_str(line);
+        } else {
+            out.push_str(&render::wrap(body, w));
+            out.push_str(end);
+        }
+    }
+    out
 }
 
 pub(crate) fn print(text: &str) -> Result<(), Failure> {
@@ -963,7 +987,6 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             .as_deref()
             .map(|r| rank_range(r, placement.len()))
             .transpose()?;
-        let mut notes = notes;
         // The widest picture of the nodes' distinct machines, only when a terminal may be
         // too narrow for it.
         let row = || {
@@ -974,16 +997,10 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 .unwrap_or(0);
             ROW_BESIDES_PICTURE + widest
         };
-        let with_picture = if args.summary {
-            true
+        let picture = if args.summary {
+            render::PictureMode::Full
         } else {
-            match show_picture(args.picture, terminal_columns(), row) {
-                Ok(show) => show,
-                Err(note) => {
-                    notes.push(note);
-                    false
-                }
-            }
+            show_picture(args.picture, terminal_columns(), row)
         };
         // Written as it is made: a preview of a million ranks never waits for all its text.
         print_human(&text)?;
@@ -997,7 +1014,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 summary_only: args.summary,
                 node: args.node,
                 ranks,
-                no_picture: !with_picture,
+                picture,
                 width: terminal_columns(),
             },
             &mut |chunk| {
@@ -1497,20 +1514,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_picture_is_left_out_only_where_it_would_not_fit() {
+    fn the_full_picture_gives_way_to_the_compact_one_where_it_would_not_fit() {
+        use render::PictureMode::{Compact as C, Full, None as NoPicture};
         use PictureWhen::*;
-        // Into a pipe or a file (no terminal), auto keeps it.
+        // Into a pipe or a file (no terminal), auto keeps the full picture.
         let row = |n: usize| move || n;
-        assert_eq!(show_picture(Auto, None, row(400)), Ok(true));
-        assert_eq!(show_picture(Auto, Some(400), row(400)), Ok(true));
-        let note = show_picture(Auto, Some(100), row(330)).unwrap_err();
-        assert_eq!(
-            note,
-            "picture left out: a row would be about 330 characters, the terminal has 100 \
-             columns (--picture always shows it)"
-        );
-        assert_eq!(show_picture(Always, Some(100), row(330)), Ok(true));
-        assert_eq!(show_picture(Never, None, row(10)), Ok(false));
+        assert_eq!(show_picture(Auto, None, row(400)), Full);
+        assert_eq!(show_picture(Auto, Some(400), row(400)), Full);
+        assert_eq!(show_picture(Auto, Some(100), row(330)), C);
+        assert_eq!(show_picture(Always, Some(100), row(330)), Full);
+        assert_eq!(show_picture(Compact, None, row(10)), C);
+        assert_eq!(show_picture(Never, None, row(10)), NoPicture);
+    }
+
+    #[test]
+    fn prose_is_wrapped_to_the_terminal_and_tables_are_not() {
+        let prose = "summary: ".to_string() + &"word ".repeat(30);
+        let text = format!("{prose}\n  rank  picture  {}\nshort\n", "x".repeat(90));
+        let fitted = fit(&text, Some(40));
+        for line in fitted.lines().filter(|l| !l.starts_with("  rank")) {
+            assert!(line.chars().count() <= 40, "{line}");
+        }
+        assert!(fitted.contains(&format!("  rank  picture  {}\n", "x".repeat(90))));
+        assert!(fitted.ends_with("short\n"));
+        assert_eq!(fit(&text, None), text);
     }
 
     #[test]

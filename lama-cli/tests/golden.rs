@@ -31,9 +31,11 @@ fn run_case(args_file: &Path) -> String {
         args_file.display(),
         topo.display()
     );
+    // (No COLUMNS: a terminal's width would wrap the prose; the goldens are a pipe's output.)
     let out = Command::cargo_bin("lama")
         .unwrap()
         .args(&args)
+        .env_remove("COLUMNS")
         .output()
         .unwrap();
     let clean = |b: &[u8]| {

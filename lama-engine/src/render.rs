@@ -163,6 +163,20 @@ pub fn summary_line(p: &Placement<'_>) -> String {
     )
 }
 
+/// How a table shows where each rank is bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PictureMode {
+    /// One character per hardware thread of the node ([`picture`]).
+    #[default]
+    Full,
+    /// The package(s) and cores (or hardware threads) bound, as Open MPI 5's
+    /// `--report-bindings` names them ([`compact_picture`]): a few words, whatever the node's
+    /// size; the table then leaves out its `bound (logical)` column.
+    Compact,
+    /// No picture.
+    None,
+}
+
 /// What the preview's text shows besides the request and the summary.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TextOptions<'a> {
@@ -177,8 +191,8 @@ pub struct TextOptions<'a> {
     /// Only these ranks (first and last, inclusive) in the tables; nodes without any of them
     /// are left out.
     pub ranks: Option<(u32, u32)>,
-    /// The tables without their picture column (and the legend without its line).
-    pub no_picture: bool,
+    /// The tables' picture column: full, compact or none.
+    pub picture: PictureMode,
     /// The terminal's width, to which the legend is wrapped (`None`: one line per item).
     pub width: Option<usize>,
 }
@@ -207,7 +221,7 @@ pub fn write_placement_text(
         summary_only,
         node: only,
         ranks: wanted,
-        no_picture,
+        picture: mode,
         width,
     } = opts;
     let req = p.request();
@@ -242,6 +256,10 @@ pub fn write_placement_text(
     for note in notes {
         let _ = writeln!(out, "{note}");
     }
+    if let Some(w) = width {
+        out = wrap(&out, w);
+        out.push('\n');
+    }
     sink(&out);
     if summary_only {
         return;
@@ -257,18 +275,79 @@ pub fn write_placement_text(
                 continue;
             }
         }
-        sink(&node_table(p, n, m, &ranks, names, !no_picture));
+        let table = node_table(p, n, m, &ranks, names, mode);
+        match width {
+            // The node's line may be long (a long name, many offline CPUs); the rows are not
+            // wrapped.
+            Some(w) => match table.trim_start_matches('\n').split_once('\n') {
+                Some((head, rows)) => sink(&format!("\n{}\n{rows}", wrap(head, w))),
+                None => sink(&table),
+            },
+            None => sink(&table),
+        }
     }
-    let legend = if no_picture {
-        LEGEND.split_once('\n').map_or(LEGEND, |(_, rest)| rest)
-    } else {
-        LEGEND
+    let rest = LEGEND.split_once('\n').map_or(LEGEND, |(_, rest)| rest);
+    let legend = match mode {
+        PictureMode::Full => LEGEND.to_string(),
+        PictureMode::Compact => format!("{COMPACT_LEGEND}\n{rest}"),
+        PictureMode::None => rest.to_string(),
     };
     let legend = match width {
-        Some(w) => wrap(legend, w),
-        None => legend.to_string(),
+        Some(w) => wrap(&legend, w),
+        None => legend,
     };
     sink(&format!("\n{legend}\n"));
+}
+
+/// The legend's first line for [`PictureMode::Compact`].
+const COMPACT_LEGEND: &str = "picture: package[P][core:LIST] the package (socket) and the cores \
+    each rank is bound to, logical indexes, as Open MPI's --report-bindings writes them; \
+    [hwt:LIST] the hardware threads where a core is bound in part (--picture always shows the \
+    full picture)";
+
+/// Where `bound` (logical PU indexes) is on `m`, in a few words: for each package it touches,
+/// `package[P][core:LIST]` (logical indexes), or `[hwt:LIST]` (logical PU indexes) when it
+/// holds part of a core; `-` for nothing.
+pub fn compact_picture(m: &Machine, bound: &[u32]) -> String {
+    let of = |level: Level, pu: u32| m.objects(level).iter().position(|o| o.pus.contains(&pu));
+    let mut packages: Vec<(Option<usize>, Vec<u32>)> = Vec::new();
+    for &pu in bound {
+        let package = of(Level::Socket, pu);
+        match packages.iter_mut().find(|(p, _)| *p == package) {
+            Some((_, pus)) => pus.push(pu),
+            None => packages.push((package, vec![pu])),
+        }
+    }
+    if packages.is_empty() {
+        return "-".into();
+    }
+    let parts: Vec<String> = packages
+        .into_iter()
+        .map(|(package, pus)| {
+            let cores: Vec<usize> = {
+                let mut c: Vec<usize> = pus.iter().filter_map(|&pu| of(Level::Core, pu)).collect();
+                c.dedup();
+                c
+            };
+            let whole = cores.iter().all(|&c| {
+                m.objects(Level::Core)[c]
+                    .pus
+                    .clone()
+                    .all(|pu| pus.contains(&pu))
+            });
+            let inner = if whole && !cores.is_empty() {
+                let list: Vec<u32> = cores.iter().map(|&c| c as u32).collect();
+                format!("[core:{}]", logical_list(&list))
+            } else {
+                format!("[hwt:{}]", logical_list(&pus))
+            };
+            match package {
+                Some(p) => format!("package[{p}]{inner}"),
+                None => inner,
+            }
+        })
+        .collect();
+    parts.join(" ")
 }
 
 /// `text` with each line wrapped at word boundaries to at most `width` columns (a word longer
@@ -276,6 +355,12 @@ pub fn write_placement_text(
 pub fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();
     for line in text.lines() {
+        // A line that fits is kept as it is (its double spaces too).
+        if line.chars().count() <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
         let mut current = String::new();
         let mut has_word = false;
         for word in line.split(' ').filter(|w| !w.is_empty()) {
@@ -352,35 +437,32 @@ fn ranks_by_kind(p: &Placement<'_>, m: &Machine, ranks: &[usize]) -> Option<Stri
     Some(format!("  ranks by CPU kind: {}", counts.join(", ")))
 }
 
-/// A table of six columns, each as wide as its widest cell: the first right-aligned, the last
+/// A table of N columns, each as wide as its widest cell: the first right-aligned, the last
 /// unpadded, one line per row after the headers' line (lines end without spaces).
-pub fn table(headers: [&str; 6], rows: &[[String; 6]]) -> String {
+pub fn table<const N: usize>(headers: [&str; N], rows: &[[String; N]]) -> String {
     let mut w = headers.map(str::len);
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
             w[i] = w[i].max(cell.len());
         }
     }
-    let line = |c: [&str; 6]| {
-        let text = format!(
-            "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}",
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            c[4],
-            c[5],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3],
-            w4 = w[4]
-        );
+    let line = |c: [&str; N]| {
+        let mut text = String::new();
+        for (i, cell) in c.iter().enumerate() {
+            text += "  ";
+            if i == 0 {
+                text += &format!("{cell:>0$}", w[0]);
+            } else if i + 1 == N {
+                text += cell;
+            } else {
+                text += &format!("{cell:<0$}", w[i]);
+            }
+        }
         format!("{}\n", text.trim_end())
     };
     let mut out = line(headers);
     for r in rows {
-        out += &line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
+        out += &line(std::array::from_fn(|i| r[i].as_str()));
     }
     out
 }
@@ -392,8 +474,9 @@ fn node_table(
     m: &Machine,
     ranks: &[usize],
     names: Option<&[String]>,
-    with_picture: bool,
+    mode: PictureMode,
 ) -> String {
+    let with_picture = mode == PictureMode::Full;
     let req = p.request();
     let mut out = String::new();
     let containment: Vec<&str> = p.containment(n).iter().map(|l| l.token()).collect();
@@ -462,7 +545,13 @@ fn node_table(
                 } else {
                     format!("P#{}", info.cpus)
                 },
-                if !with_picture {
+                if mode == PictureMode::Compact {
+                    if req.bind == Bind::None {
+                        "-".to_string()
+                    } else {
+                        compact_picture(m, &info.bound_logical)
+                    }
+                } else if !with_picture {
                     String::new()
                 } else if req.bind == Bind::None {
                     picture_with(m, &[info.pu_logical], 'm')
@@ -478,9 +567,21 @@ fn node_table(
         "socket NUMA core",
         "bound (logical)",
         "bound (OS)",
-        if with_picture { "picture" } else { "" },
+        if mode == PictureMode::None {
+            ""
+        } else {
+            "picture"
+        },
     ];
-    out += &table(headers, &rows);
+    out += &if mode == PictureMode::Compact {
+        // The compact picture names what "bound (logical)" would: that column is left out.
+        let drop = |r: &[String; 6]| [0, 1, 2, 4, 5].map(|i| r[i].clone());
+        let rows: Vec<[String; 5]> = rows.iter().map(drop).collect();
+        let h = [headers[0], headers[1], headers[2], headers[4], headers[5]];
+        table(h, &rows)
+    } else {
+        table(headers, &rows)
+    };
     if let Some(kinds) = ranks_by_kind(p, m, ranks) {
         let _ = writeln!(out, "{kinds}");
     }
@@ -709,5 +810,23 @@ mod tests {
         assert_eq!(picture(&r, &[6]), "[../../--][B./--/--]");
         let flat = Machine::synthetic("pu:3").unwrap();
         assert_eq!(picture(&flat, &[2]), "[././B]");
+    }
+
+    /// By hand on pack:2 core:2 pu:2 (PUs 0-1 core 0, 2-3 core 1 in package 0; 4-7 package
+    /// 1): whole cores by core, part of a core by hardware thread, nothing as '-'.
+    #[test]
+    fn the_compact_picture_names_packages_and_cores() {
+        let m = Machine::synthetic("pack:2 core:2 pu:2").unwrap();
+        assert_eq!(compact_picture(&m, &[0, 1]), "package[0][core:0]");
+        assert_eq!(compact_picture(&m, &[0]), "package[0][hwt:0]");
+        assert_eq!(
+            compact_picture(&m, &[0, 1, 2, 3, 4, 5, 6, 7]),
+            "package[0][core:0-1] package[1][core:2-3]"
+        );
+        assert_eq!(
+            compact_picture(&m, &[2, 3, 4]),
+            "package[0][core:1] package[1][hwt:4]"
+        );
+        assert_eq!(compact_picture(&m, &[]), "-");
     }
 }

@@ -1,0 +1,111 @@
+//! `lama map` on a real terminal of 80 and 132 columns (util-linux `script` gives the command a
+//! pseudo-terminal, `stty cols` its width), as a person would run it: on a 16-PU node, a
+//! 128-PU node and a GPU node, no line is wider than the terminal and a picture is always
+//! shown (the compact one where the full one does not fit).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn topology(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/topologies")
+        .join(name)
+}
+
+/// What `lama map ARGS` prints on a terminal of `cols` columns, without colour escapes.
+fn on_terminal(cols: usize, args: &[&str]) -> String {
+    let lama = env!("CARGO_BIN_EXE_lama");
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let inner = format!(
+        "stty cols {cols} rows 60; '{lama}' map {}",
+        quoted.join(" ")
+    );
+    let out = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("util-linux's script runs the command on a pseudo-terminal");
+    assert!(out.status.success(), "{inner}: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    strip_escapes(&text)
+}
+
+fn strip_escapes(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_line_fits_the_terminal_and_a_picture_is_shown() {
+    let zen3 = topology("AMD-19h-Zen3-2xEpyc-7763.xml");
+    let lassen = topology("io/coral-lassen.xml");
+    let cases: [(&str, Vec<&str>); 3] = [
+        (
+            "16 PUs",
+            vec![
+                "--topology",
+                "pack:2 core:4 pu:2",
+                "-n",
+                "6",
+                "--map",
+                "scbnh",
+            ],
+        ),
+        (
+            "128 PUs",
+            vec![
+                "--topology",
+                zen3.to_str().unwrap(),
+                "-n",
+                "16",
+                "--map",
+                "L3csbnh",
+            ],
+        ),
+        (
+            "GPU node",
+            vec![
+                "--topology",
+                lassen.to_str().unwrap(),
+                "-n",
+                "4",
+                "--map",
+                "gcsbnh",
+            ],
+        ),
+    ];
+    for cols in [80, 132] {
+        for (what, args) in &cases {
+            let text = on_terminal(cols, args);
+            assert!(
+                text.lines().count() > 5,
+                "{what} at {cols}: too little output:\n{text}"
+            );
+            for line in text.lines() {
+                assert!(
+                    line.chars().count() <= cols,
+                    "{what} at {cols} columns: a line of {} characters:\n{line}\n{text}",
+                    line.chars().count()
+                );
+            }
+            // A picture column with a cell in every row: the full one ([...]) or the compact
+            // one (package[P][...]).
+            assert!(
+                text.contains("picture") && (text.contains("][") || text.contains("package[")),
+                "{what} at {cols}: no picture:\n{text}"
+            );
+        }
+    }
+}

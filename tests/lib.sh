@@ -162,7 +162,25 @@ preview() {
     np=$(wc -l < "$work/out")
     json=$("$lama" map "${topo[@]}" --np "$np" --node-names "$(IFS=,; echo "${hosts[*]}")" "$@" --json) \
         || { fail "preview: lama map failed"; echo PREVIEW-FAILED; return 1; }
-    local rows
+    preview_cpus "$json"
+}
+
+# The same from the srun line itself: `lama map -- srun SRUN-ARGS ./app` over the step's nodes
+# (-n, -N, -c, -m ... read from the line as srun reads them).
+# preview_line SRUN-ARGS...
+preview_line() {
+    [ -s "$work/out" ] || { fail "preview_line: the step printed no task report"; echo PREVIEW-FAILED; return 1; }
+    local hosts=() topo=() h json
+    mapfile -t hosts < <(awk '{ print $2 }' "$work/out" | sort -uV)
+    for h in "${hosts[@]}"; do topo+=(--topology "$work/$h.xml"); done
+    json=$("$lama" map "${topo[@]}" --node-names "$(IFS=,; echo "${hosts[*]}")" --json -- srun "$@" ./app) \
+        || { fail "preview_line: lama map -- srun $* failed"; echo PREVIEW-FAILED; return 1; }
+    preview_cpus "$json"
+}
+
+# lama map's --json as "host:cpus" per rank, in the kernel's form.
+preview_cpus() {
+    local json=$1 rows h
     rows=$(echo "$json" | jq -er '[.nodes[].name] as $n | [.processes | sort_by(.rank)[]
             | "\($n[.node]) \(.cpus | map(tostring) | join(","))"] | select(length > 0) | .[]') \
         || { fail "preview: lama map gave no processes"; echo PREVIEW-FAILED; return 1; }

@@ -676,10 +676,20 @@ t_preview_is_srun() {
     for m in "" block cyclic plane=2; do
         run_srun --exclusive -N3 -n5 ${m:+-m "$m"} --lama-map=scbnh || fail "srun -m ${m:-default} failed: $(cat "$work/err")" || return 1
         assert_eq "srun -N3 -n5 -m ${m:-default}" "$(preview --map scbnh ${m:+-m "$m"})" "$(actual_cpus)" || return 1
+        # The srun line pasted as it is: lama map -- srun ...
+        assert_eq "lama map -- srun -N3 -n5 -m ${m:-default}" \
+            "$(preview_line --exclusive -N3 -n5 ${m:+-m "$m"} --lama-map=scbnh)" "$(actual_cpus)" || return 1
         # By hand: cyclic puts ranks 0,3 on node1 (sockets 0 and 1), 1,4 on node2 (threads 0
         # and 1), 2 on node3 (core 0).
         [ "$m" != cyclic ] || assert_eq "cyclic by hand" "node1:0 node2:0 node3:0 node1:1 node2:1" "$(actual_cpus)" || return 1
     done
+    # -c and --ntasks-per-node from the line (by hand: one task per node, -c2 binds both CPUs
+    # of each node; node1 and node3, whose -c2 binding is the same, 2c: lama map previews
+    # nodes of different -c bindings one at a time).
+    run_srun --exclusive -w node1,node3 -N2 -n2 -c2 --ntasks-per-node=1 --lama-map=scbnh || fail "srun -c2: $(cat "$work/err")" || return 1
+    assert_eq "srun -N2 -n2 -c2 by hand" "node1:0-1 node3:0-1" "$(actual_cpus)" || return 1
+    assert_eq "lama map -- srun -N2 -n2 -c2 --ntasks-per-node=1" \
+        "$(preview_line --exclusive -N2 -n2 -c2 --ntasks-per-node=1 --lama-map=scbnh)" "$(actual_cpus)" || return 1
     # LAMA's own order across nodes (-m arbitrary) is not what plain srun does: nscbh puts
     # rank 1 on node2, srun's block on node1.
     run_srun --exclusive -N3 -n5 --lama-map=nscbh || return 1

@@ -33,7 +33,7 @@ ZSHDIR ?= $(DATADIR)/zsh/site-functions
 BUILD_ENV := CPATH=$(SLURM_INCLUDE) BINDGEN_EXTRA_CLANG_ARGS=-I$(SLURM_INCLUDE) \
 	LAMA_PLUGINDIR=$(PLUGINDIR)
 
-.PHONY: all install uninstall deb rpm dist clean
+.PHONY: all built install uninstall deb rpm dist clean
 all:
 	$(BUILD_ENV) $(CARGO) build --release $(CARGO_FLAGS) -p spank-lama --lib --example manpage
 	$(BUILD_ENV) $(CARGO) build --release $(CARGO_FLAGS) -p lama-cli
@@ -45,9 +45,19 @@ all:
 $(CONFIG_MK):
 	CONFIG_MK=$(CONFIG_MK) ./configure
 
+# What `make` built, for this configuration's Slurm; install builds nothing (cargo is not
+# run as root, and is not on root's PATH with rustup): run make first, as yourself.
+built:
+	@for f in $(RELEASE_DIR)/libspank_lama.so $(RELEASE_DIR)/lama $(RELEASE_DIR)/examples/manpage; do \
+		[ -e "$$f" ] || { echo "make: $$f is not built: run make (as yourself: it runs cargo), then make install (as root)" >&2; exit 1; }; \
+	done
+	@built=$$(grep -ao 'spank-lama built for Slurm [0-9.]*' $(RELEASE_DIR)/libspank_lama.so | head -n1); \
+	case "$$built" in *" $(SLURM_VERSION)") ;; \
+	*) echo "make: $(RELEASE_DIR)/libspank_lama.so says '$$built', not Slurm $(SLURM_VERSION): run make again for this configuration" >&2; exit 1 ;; esac
+
 # The files a package or a node needs, staged under DESTDIR. lama.conf is installed only where
 # none is (an admin's edited line is kept: the new one goes beside it as lama.conf.new).
-install: all
+install: built
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DATADIR)/bash-completion/completions \
 		$(DESTDIR)$(ZSHDIR) $(DESTDIR)$(DATADIR)/fish/vendor_completions.d \

@@ -68,7 +68,22 @@ t_configure_finds() {
     ./configure --with-slurmm=/usr 2> "$work/err" && { fail "an unknown option was accepted"; return 1; }
     grep -qF "unknown option --with-slurmm=/usr" "$work/err" || fail "unknown option: $(cat "$work/err")" || return 1
     CONFIG_MK=$work/none.mk ./configure --with-slurm="$work" 2> "$work/err" && { fail "a prefix without headers was accepted"; return 1; }
-    grep -qF "no include/slurm/spank.h there" "$work/err" || fail "no headers: $(cat "$work/err")"
+    grep -qF "no include/slurm/spank.h there" "$work/err" || fail "no headers: $(cat "$work/err")" || return 1
+    # A prefix that does not exist is named in the message.
+    CONFIG_MK=$work/none.mk ./configure --with-slurm=/missing/slurm 2> "$work/err" && { fail "a missing prefix was accepted"; return 1; }
+    grep -qF -- "--with-slurm=/missing/slurm: no such directory" "$work/err" || fail "missing prefix: $(cat "$work/err")" || return 1
+    # A Slurm under a prefix of its own (/opt/slurm): slurm.conf in PREFIX/etc is where
+    # lama.conf goes; without one there, /etc/slurm with a warning that says so.
+    local opt=$work/opt-slurm
+    mkdir -p "$opt/include" "$opt/etc" && ln -sfn "$build/slurm-include/usr/include/slurm" "$opt/include/slurm"
+    CONFIG_MK=$work/opt.mk ./configure --with-slurm="$opt" --plugindir="$opt/lib/slurm" 2> "$work/err" \
+        || { fail "/opt prefix: $(cat "$work/err")"; return 1; }
+    grep -qF "warning: no running Slurm said where slurm.conf is, and $opt/etc has none" "$work/err" \
+        || fail "no warning for /etc/slurm: $(cat "$work/err")" || return 1
+    touch "$opt/etc/slurm.conf"
+    CONFIG_MK=$work/opt.mk ./configure --with-slurm="$opt" --plugindir="$opt/lib/slurm" 2> "$work/err" \
+        || { fail "/opt prefix with slurm.conf: $(cat "$work/err")"; return 1; }
+    assert_eq "the /opt prefix's configuration directory" "$opt/etc" "$(awk '$1 == "SYSCONFDIR" { print $3 }' "$work/opt.mk")"
 }
 
 t_make_install() {
@@ -77,6 +92,12 @@ t_make_install() {
     [ -f "$config" ] || scripts/package.sh 24.11 >/dev/null || { fail "scripts/package.sh 24.11 failed"; return 1; }
     plugindir=$(awk '$1 == "PLUGINDIR" { print $3 }' "$config")
     conf=$root/etc/slurm/plugstack.conf.d/lama.conf
+    # Nothing built (another target directory): make install refuses, and builds nothing
+    # (cargo is never run as root by it).
+    make -s --no-print-directory install DESTDIR="$root" CONFIG_MK="$config" CARGO_TARGET_DIR="$work/empty" \
+        CARGO=false > "$work/out" 2>&1 && { fail "make install with nothing built succeeded"; return 1; }
+    grep -qF "is not built: run make (as yourself: it runs cargo), then make install (as root)" "$work/out" \
+        || fail "make install with nothing built: $(cat "$work/out")" || return 1
     make -s --no-print-directory install DESTDIR="$root" CONFIG_MK="$config" CARGO_TARGET_DIR="$top/target" \
         > "$work/out" 2>&1 || { fail "make install: $(tail -n 5 "$work/out")"; return 1; }
     assert_eq "the plugin's mode" "755" "$(stat -c %a "$root$plugindir/spank_lama.so")" || return 1

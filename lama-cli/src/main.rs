@@ -343,7 +343,7 @@ impl clap::builder::TypedValueParser for Suggest {
 
 /// When the tables show their picture column (`--picture`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum PictureWhen {
+pub(crate) enum PictureWhen {
     Auto,
     Always,
     Compact,
@@ -351,7 +351,7 @@ enum PictureWhen {
 }
 
 /// The columns of the terminal standard output is, if it is one.
-fn terminal_columns() -> Option<usize> {
+pub(crate) fn terminal_columns() -> Option<usize> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         return None;
@@ -373,7 +373,7 @@ const ROW_BESIDES_PICTURE: usize = 72;
 /// terminal (`columns`; a row is `row()` characters, asked only then) or there is no terminal,
 /// else the compact one, which names the package and cores in a few words whatever the node's
 /// size; a picture is always shown.
-fn show_picture(
+pub(crate) fn show_picture(
     when: PictureWhen,
     columns: Option<usize>,
     row: impl FnOnce() -> usize,

@@ -75,6 +75,10 @@ pub(crate) struct PlanArgs {
     /// Machine-readable output: {"processes":[...],"cost":{...}}.
     #[arg(long)]
     json: bool,
+    /// The table's picture column, as lama map's: auto (full, or compact on a terminal too
+    /// narrow for it), always, compact or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = crate::PictureWhen::Auto)]
+    picture: crate::PictureWhen,
 }
 
 /// The plan's nodes: --node-names, else this host alone; -N must agree.
@@ -323,7 +327,13 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     if args.explain {
         out += &explain(&plan, distances);
     }
-    out += &table(&plan, &names, &refs);
+    let widest = refs
+        .iter()
+        .map(|m| render::picture(m, &[]).chars().count())
+        .max()
+        .unwrap_or(0);
+    let picture = crate::show_picture(args.picture, crate::terminal_columns(), || 40 + widest);
+    out += &table(&plan, &names, &refs, picture);
     if let Some(prefix) = &args.out {
         out += &format!(
             "\nwrote {p}.lama and {p}.hosts; run:\n  SLURM_HOSTFILE={p}.hosts srun -m arbitrary -n{} --lama-plan={p}.lama ./app\n",
@@ -331,7 +341,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
             p = prefix.display()
         );
     }
-    print(&out)
+    crate::print_human(&out)
 }
 
 /// A change in percent, never "-0.0%".
@@ -422,7 +432,17 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
     s
 }
 
-fn table(plan: &lama_plan::Plan, names: &[String], machines: &[&Machine]) -> String {
+/// What the plan's table columns mean (its picture line is lama map's).
+const PLAN_COLUMNS: &str = "columns: mapped PU is the hardware thread the plan chose for the \
+    rank, by hwloc's logical index L# and the OS's CPU number P#; bound (OS) is where the rank \
+    may run (as in Cpus_allowed_list)";
+
+fn table(
+    plan: &lama_plan::Plan,
+    names: &[String],
+    machines: &[&Machine],
+    picture: render::PictureMode,
+) -> String {
     let mut s = String::new();
     for (n, m) in machines.iter().enumerate() {
         s += &format!(
@@ -431,23 +451,37 @@ fn table(plan: &lama_plan::Plan, names: &[String], machines: &[&Machine]) -> Str
             m.pus().len(),
             m.available().len()
         );
-        s += "  rank  mapped PU  bound (OS)  picture\n";
-        for (r, place) in plan
+        let rows: Vec<[String; 4]> = plan
             .ranks
             .iter()
             .enumerate()
             .filter(|(_, p)| p.node as usize == n)
-        {
-            let os = CpuList::from_cpus(place.bound.iter().map(|&p| m.pus()[p as usize].os));
-            s += &format!(
-                "  {r:>4}  {:<9}  {:<10}  {}\n",
-                format!("L#{} P#{}", place.pu, m.pus()[place.pu as usize].os),
-                format!("P#{os}"),
-                render::picture(m, &place.bound)
-            );
-        }
+            .map(|(r, place)| {
+                let os = CpuList::from_cpus(place.bound.iter().map(|&p| m.pus()[p as usize].os));
+                [
+                    r.to_string(),
+                    format!("L#{} P#{}", place.pu, m.pus()[place.pu as usize].os),
+                    format!("P#{os}"),
+                    match picture {
+                        render::PictureMode::Full => render::picture(m, &place.bound),
+                        render::PictureMode::Compact => render::compact_picture(m, &place.bound),
+                        render::PictureMode::None => String::new(),
+                    },
+                ]
+            })
+            .collect();
+        let last = if picture == render::PictureMode::None { "" } else { "picture" };
+        s += &render::table(["rank", "mapped PU", "bound (OS)", last], &rows);
     }
-    s += &format!("\n{}\n", render::LEGEND);
+    let picture_line = match picture {
+        render::PictureMode::Full => render::LEGEND.lines().next().map(str::to_string),
+        render::PictureMode::Compact => Some(render::COMPACT_LEGEND.to_string()),
+        render::PictureMode::None => None,
+    };
+    s += "\n";
+    for line in picture_line.iter().map(String::as_str).chain([PLAN_COLUMNS]) {
+        s += &format!("{line}\n");
+    }
     s
 }
 

@@ -168,6 +168,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         .max()
         .unwrap_or(0);
     let picture = crate::show_picture(args.picture, crate::terminal_columns(), || 60 + widest);
+    let mut used_binds = std::collections::BTreeSet::new();
     for (k, (&m, node_ranks)) in nodes.iter().zip(&ranks).enumerate() {
         let np = node_ranks.len() as u32;
         let name = names
@@ -205,6 +206,8 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             )),
             e => Failure::Place(format!("node {name}: {e}")),
         })?;
+        // The bindings the tasks got (the default widened for -c, or its exact fallback).
+        used_binds.extend(placed.tasks.iter().filter_map(|t| t.bind).map(|b| b.to_string()));
         let cpu_notes = group_notes(m, &placed, req);
         for note in placed.notes.iter().chain(&cpu_notes) {
             json.notes.push(format!("node {name}: {note}"));
@@ -320,6 +323,18 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         for (k, v) in first {
             text += &format!("  {k}={v}\n");
         }
+    }
+    // The header names the binding the tasks got where it is not the one asked for.
+    let asked = req.bind_text();
+    if !used_binds.is_empty() && used_binds.iter().any(|b| *b != asked) {
+        let used: Vec<String> = used_binds.into_iter().collect();
+        let why = if args.cpus_per_task > 1 {
+            format!("{asked} widened for -c {}", args.cpus_per_task)
+        } else {
+            format!("{asked} asked, which would share CPUs")
+        };
+        let shown = format!("binding {} ({why})", used.join(", "));
+        text = text.replacen(&format!("binding {asked}"), &shown, 1);
     }
     print_human(&text)
 }

@@ -72,6 +72,8 @@ vm_test() {
     # vmnode/vm.sh) go first and these fill the gaps.
     part crates image-24.11 -- nice -n 5 cargo test --workspace
     part clippy crates -- nice -n 5 cargo clippy --workspace --all-targets -- -D warnings
+    # The README's try-out, as written (tests/readme.sh).
+    part readme crates -- nice -n 5 tests/readme.sh
     [ -z "$with_src" ] || part deb-src-24.11 image-src-24.11 -- env LAMA_DEB_FAST=1 nice -n 5 scripts/package.sh src-24.11
     part rpm deb-24.11 image-26.05 -- nice -n 5 tests/rpm.sh
 ) &

@@ -207,7 +207,13 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             e => Failure::Place(format!("node {name}: {e}")),
         })?;
         // The bindings the tasks got (the default widened for -c, or its exact fallback).
-        used_binds.extend(placed.tasks.iter().filter_map(|t| t.bind).map(|b| b.to_string()));
+        used_binds.extend(
+            placed
+                .tasks
+                .iter()
+                .filter_map(|t| t.bind)
+                .map(|b| b.to_string()),
+        );
         let cpu_notes = group_notes(m, &placed, req);
         for note in placed.notes.iter().chain(&cpu_notes) {
             json.notes.push(format!("node {name}: {note}"));

@@ -470,7 +470,11 @@ fn table(
                 ]
             })
             .collect();
-        let last = if picture == render::PictureMode::None { "" } else { "picture" };
+        let last = if picture == render::PictureMode::None {
+            ""
+        } else {
+            "picture"
+        };
         s += &render::table(["rank", "mapped PU", "bound (OS)", last], &rows);
     }
     let picture_line = match picture {
@@ -479,7 +483,11 @@ fn table(
         render::PictureMode::None => None,
     };
     s += "\n";
-    for line in picture_line.iter().map(String::as_str).chain([PLAN_COLUMNS]) {
+    for line in picture_line
+        .iter()
+        .map(String::as_str)
+        .chain([PLAN_COLUMNS])
+    {
         s += &format!("{line}\n");
     }
     s

@@ -300,7 +300,8 @@ pub fn write_placement_text(
 }
 
 /// The legend's first line for [`PictureMode::Compact`].
-pub const COMPACT_LEGEND: &str = "picture: package[P][core:LIST] the package (socket) and the cores \
+pub const COMPACT_LEGEND: &str =
+    "picture: package[P][core:LIST] the package (socket) and the cores \
     each rank is bound to, logical indexes, as Open MPI's --report-bindings writes them; \
     [hwt:LIST] the hardware threads where a core is bound in part (--picture always shows the \
     full picture)";

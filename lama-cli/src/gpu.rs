@@ -162,12 +162,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
     let in_ranks = |rank: u32| chosen.is_none_or(|(first, last)| (first..=last).contains(&rank));
     // The picture as lama map's CPU tables choose it (--picture, the terminal's width): the
     // other columns take about 60 characters.
-    let widest = nodes
-        .iter()
-        .map(|m| render::picture(m, &[]).chars().count())
-        .max()
-        .unwrap_or(0);
-    let picture = crate::show_picture(args.picture, crate::terminal_columns(), || 60 + widest);
+    let picture = crate::picture_for(args.picture, nodes.iter().copied(), 60);
     let mut used_binds = std::collections::BTreeSet::new();
     for (k, (&m, node_ranks)) in nodes.iter().zip(&ranks).enumerate() {
         let np = node_ranks.len() as u32;

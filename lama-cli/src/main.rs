@@ -369,6 +369,23 @@ pub(crate) fn terminal_columns() -> Option<usize> {
 /// widths.
 const ROW_BESIDES_PICTURE: usize = 72;
 
+/// The picture a table would show for `machines`: full where a row of `besides` characters
+/// plus the widest machine's picture fits the terminal (or there is none), as `--picture` says.
+pub(crate) fn picture_for<'a>(
+    when: PictureWhen,
+    machines: impl IntoIterator<Item = &'a Machine>,
+    besides: usize,
+) -> render::PictureMode {
+    show_picture(when, terminal_columns(), || {
+        let widest = machines
+            .into_iter()
+            .map(|m| render::picture(m, &[]).chars().count())
+            .max()
+            .unwrap_or(0);
+        besides + widest
+    })
+}
+
 /// Which picture the tables show. `auto`: the full picture where a row with it fits the
 /// terminal (`columns`; a row is `row()` characters, asked only then) or there is no terminal,
 /// else the compact one, which names the package and cores in a few words whatever the node's
@@ -989,18 +1006,10 @@ fn map(args: MapArgs) -> Result<(), Failure> {
             .transpose()?;
         // The widest picture of the nodes' distinct machines, only when a terminal may be
         // too narrow for it.
-        let row = || {
-            let widest = machines
-                .iter()
-                .map(|m| render::picture(m, &[]).chars().count())
-                .max()
-                .unwrap_or(0);
-            ROW_BESIDES_PICTURE + widest
-        };
         let picture = if args.summary {
             render::PictureMode::Full
         } else {
-            show_picture(args.picture, terminal_columns(), row)
+            picture_for(args.picture, machines.iter(), ROW_BESIDES_PICTURE)
         };
         // Written as it is made: a preview of a million ranks never waits for all its text.
         print_human(&text)?;

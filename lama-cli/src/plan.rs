@@ -327,12 +327,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     if args.explain {
         out += &explain(&plan, distances);
     }
-    let widest = refs
-        .iter()
-        .map(|m| render::picture(m, &[]).chars().count())
-        .max()
-        .unwrap_or(0);
-    let picture = crate::show_picture(args.picture, crate::terminal_columns(), || 40 + widest);
+    let picture = crate::picture_for(args.picture, refs.iter().copied(), 40);
     out += &table(&plan, &names, &refs, picture);
     if let Some(prefix) = &args.out {
         out += &format!(

@@ -51,6 +51,20 @@ const IGNORED_WITH_VALUE: [(Option<char>, &str); 25] = [
     (Some('G'), "gpus"),
 ];
 
+/// srun's options that `lama map` translates otherwise, or refuses with the reason.
+const SPECIAL: [&str; 10] = [
+    "cpu-bind",
+    "overcommit",
+    "lama-omp",
+    "lama-membind",
+    "lama-gpu-isolate",
+    "lama-plan",
+    "hint",
+    "threads-per-core",
+    "ntasks-per-socket",
+    "ntasks-per-core",
+];
+
 /// srun's options without a value that change nothing `lama map` shows.
 const IGNORED_FLAGS: [(Option<char>, &str); 10] = [
     (None, "exclusive"),
@@ -100,18 +114,6 @@ fn kind_of(long: &str) -> Option<Kind> {
     if IGNORED_FLAGS.iter().any(|(_, l)| *l == long) {
         return Some(Kind::Flag);
     }
-    const SPECIAL: [&str; 10] = [
-        "cpu-bind",
-        "overcommit",
-        "lama-omp",
-        "lama-membind",
-        "lama-gpu-isolate",
-        "lama-plan",
-        "hint",
-        "threads-per-core",
-        "ntasks-per-socket",
-        "ntasks-per-core",
-    ];
     SPECIAL.contains(&long).then_some(Kind::Special)
 }
 
@@ -154,23 +156,11 @@ fn word(w: &str) -> Result<Option<Word<'static>>, String> {
 }
 
 fn all_longs() -> impl Iterator<Item = &'static str> {
-    let specials = [
-        "cpu-bind",
-        "overcommit",
-        "lama-omp",
-        "lama-membind",
-        "lama-gpu-isolate",
-        "lama-plan",
-        "hint",
-        "threads-per-core",
-        "ntasks-per-socket",
-        "ntasks-per-core",
-    ];
     SAME.iter()
         .map(|(_, l, _)| *l)
         .chain(IGNORED_WITH_VALUE.iter().map(|(_, l)| *l))
         .chain(IGNORED_FLAGS.iter().map(|(_, l)| *l))
-        .chain(specials)
+        .chain(SPECIAL)
 }
 
 fn unknown(w: &str) -> String {

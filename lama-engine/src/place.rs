@@ -637,41 +637,25 @@ fn place_mode<'m>(
     req: &Request,
     blocks: bool,
 ) -> Result<Placement<'m>, PlaceError> {
-    let result = place_mode_as_asked(nodes, req, blocks);
-    match result {
-        // Whether the MPPR limits are what stops the request: the same without them.
-        Err(PlaceError::Oversubscribed {
-            placed,
-            requested,
-            layout,
-            bind,
-            mppr,
-            nodes: count,
-            shared,
-            without_mppr: None,
-        }) if !mppr.is_empty() => {
+    let mut result = place_mode_as_asked(nodes, req, blocks);
+    // Whether the MPPR limits are what stops the request: the same without them.
+    if let Err(PlaceError::Oversubscribed {
+        mppr, without_mppr, ..
+    }) = &mut result
+    {
+        if !mppr.is_empty() && without_mppr.is_none() {
             let free = Request {
                 mppr: Mppr::none(),
                 ..req.clone()
             };
-            let without = match place_mode_as_asked(nodes, &free, blocks) {
+            *without_mppr = Some(match place_mode_as_asked(nodes, &free, blocks) {
                 Ok(p) => p.processes.len() as u32,
                 Err(PlaceError::Oversubscribed { placed, .. }) => placed,
                 Err(_) => 0,
-            };
-            Err(PlaceError::Oversubscribed {
-                placed,
-                requested,
-                layout,
-                bind,
-                mppr,
-                nodes: count,
-                shared,
-                without_mppr: Some(without),
-            })
+            });
         }
-        other => other,
     }
+    result
 }
 
 fn place_mode_as_asked<'m>(

@@ -13,6 +13,8 @@
 //! - **NIC**: tasks given a fabric card on the package of their first GPU, of the tasks whose
 //!   GPU's package has one;
 //! - **spread**: no GPU's (or GPU package's) domain idle while another holds two tasks;
+//! - **balance**: the packages holding GPUs, and the NUMA nodes near GPUs, hold as many tasks
+//!   each as the others, one more at most (3 + 1 on two packages is spread but not balanced);
 //! - **disjoint**: no two tasks share a CPU.
 //!
 //! The test fails when LAMA does worse than mpibind on any of these in any case, and when the
@@ -204,6 +206,7 @@ struct Score {
     all_gpus: (usize, usize),
     nic: (usize, usize),
     spread: bool,
+    balance: bool,
     disjoint: bool,
     widest: usize,
 }
@@ -232,6 +235,7 @@ fn judge(xml: &Xml, tasks: &[Task]) -> Score {
         all_gpus: (0, 0),
         nic: (0, 0),
         spread: true,
+        balance: true,
         disjoint: true,
         widest: 0,
     };
@@ -293,6 +297,28 @@ fn judge(xml: &Xml, tasks: &[Task]) -> Score {
                 .count()
         })
         .collect();
+    let even = |counts: &[usize]| {
+        counts.iter().max().unwrap_or(&0) - counts.iter().min().unwrap_or(&0) <= 1
+    };
+    // The NUMA nodes near a GPU, each with the tasks whose first GPU is near it.
+    let gpu_numa: BTreeSet<usize> = domains
+        .iter()
+        .filter_map(|d| xml.numas.iter().position(|n| !n.is_disjoint(d)))
+        .collect();
+    let per_numa: Vec<usize> = gpu_numa
+        .iter()
+        .map(|&n| {
+            tasks
+                .iter()
+                .filter(|t| {
+                    t.gpus
+                        .first()
+                        .is_some_and(|g| !near_of(g).is_disjoint(&xml.numas[n]))
+                })
+                .count()
+        })
+        .collect();
+    s.balance = even(&per_package) && even(&per_numa);
     s.spread = !idle_and_crowded(per_domain) && !idle_and_crowded(per_package);
     for (i, a) in tasks.iter().enumerate() {
         for b in &tasks[i + 1..] {
@@ -341,8 +367,8 @@ fn gpu_placement_is_never_worse_than_mpibind() {
         ("cts1-pascal", 2, [1, 2, 3], 36),
     ];
     let mut table = String::from(
-        "| node | tasks | LAMA | socket | NUMA | all GPUs | NIC | spread | disjoint | CPUs (widest) |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+        "| node | tasks | LAMA | socket | NUMA | all GPUs | NIC | spread | balance | disjoint | CPUs (widest) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut worse = Vec::new();
     for (machine, gpus, counts, c) in cases {
@@ -364,12 +390,13 @@ fn gpu_placement_is_never_worse_than_mpibind() {
                 .chain([("mpibind", &theirs)])
             {
                 table.push_str(&format!(
-                    "| {machine} | {np} | {how} | {} | {} | {} | {} | {} | {} | {} |\n",
+                    "| {machine} | {np} | {how} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                     ratio(s.socket),
                     ratio(s.numa),
                     ratio(s.all_gpus),
                     ratio(s.nic),
                     yes(s.spread),
+                    yes(s.balance),
                     yes(s.disjoint),
                     s.widest
                 ));
@@ -381,6 +408,7 @@ fn gpu_placement_is_never_worse_than_mpibind() {
                     && (!multi || at_least(s.all_gpus, theirs.all_gpus))
                     && at_least(s.nic, theirs.nic)
                     && (s.spread || !theirs.spread)
+                    && (s.balance || !theirs.balance)
                     && (s.disjoint || !theirs.disjoint);
                 if !fine {
                     worse.push(format!("{machine} -n{np} {how}: {s:?} against {theirs:?}"));

@@ -422,6 +422,12 @@ pub fn place_by_gpu_ranked(
         units.sort_by_key(|u| rank_of(u[0]));
         if (np as usize) < units.len() {
             units = spread(machine, gpus, units, np as usize);
+        } else if np as usize % units.len().max(1) != 0 {
+            // Tasks go round-robin over the units: the first np % u of them get one task more,
+            // and those are spread as a smaller request would be (6 tasks on 2 packages of 2
+            // GPUs: 3 + 3, not 4 + 2).
+            let extra = np as usize % units.len();
+            units = spread(machine, gpus, units, extra);
         }
     }
     let u = units.len() as u32;
@@ -931,9 +937,11 @@ fn holding<'a>(
 
 /// With fewer tasks (`np`) than units, which units the tasks use: one at a time, the unit
 /// farthest from those already chosen (whose nearest chosen unit shares the largest object
-/// with it), the first in order among equals. So two tasks on a node of two sockets with two
+/// with it); among equals, the one with the fewest chosen units at that distance (the least
+/// crowded domain), then the first in order. So two tasks on a node of two sockets with two
 /// GPUs each use one GPU of each socket, not both of the first (LLNL mpibind spreads the same
-/// way), and a task is never added to a domain while another has none. The chosen units come
+/// way), a task is never added to a domain while another has none, and the domains fill
+/// evenly: 4 tasks on 2 sockets of 4 GPUs each take 2 + 2, 6 take 3 + 3. The chosen units come
 /// first, in their order; the rest follow, unused.
 fn spread(m: &Machine, gpus: &[&Device], units: Vec<Vec<usize>>, np: usize) -> Vec<Vec<usize>> {
     let ranges: Vec<std::ops::Range<u32>> = units
@@ -945,12 +953,13 @@ fn spread(m: &Machine, gpus: &[&Device], units: Vec<Vec<usize>>, np: usize) -> V
         let next = (0..units.len())
             .filter(|i| !chosen.contains(i))
             .max_by_key(|&i| {
-                let nearest = chosen
+                let sizes: Vec<usize> = chosen
                     .iter()
                     .map(|&c| common_size(m, &ranges[i], &ranges[c]))
-                    .min()
-                    .unwrap_or(usize::MAX);
-                (nearest, std::cmp::Reverse(i))
+                    .collect();
+                let nearest = sizes.iter().copied().min().unwrap_or(usize::MAX);
+                let crowd = sizes.iter().filter(|&&s| s == nearest).count();
+                (nearest, std::cmp::Reverse(crowd), std::cmp::Reverse(i))
             })
             .expect("fewer tasks than units");
         chosen.push(next);

@@ -10,13 +10,19 @@ fn top() -> PathBuf {
         .to_path_buf()
 }
 
-/// The plugin's sources, with their text.
+/// The plugin's sources, with their text: not the modules `lib.rs` compiles for tests only
+/// (`#[cfg(test)] mod NAME;`), which are no part of the plugin.
 fn plugin_sources() -> Vec<(PathBuf, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    let test_only = |p: &Path| {
+        let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        lib.contains(&format!("#[cfg(test)]\nmod {stem};"))
+    };
     let mut out: Vec<(PathBuf, String)> = std::fs::read_dir(&src)
         .expect("spank-lama/src")
         .map(|e| e.expect("an entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .filter(|p| p.extension().is_some_and(|e| e == "rs") && !test_only(p))
         .map(|p| {
             let text = std::fs::read_to_string(&p).expect("a source file");
             (p, text)

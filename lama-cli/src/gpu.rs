@@ -331,6 +331,9 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         let used: Vec<String> = used_binds.into_iter().collect();
         let why = if args.cpus_per_task > 1 {
             format!("{asked} widened for -c {}", args.cpus_per_task)
+        } else if args.bind.is_none() {
+            "the default: each task's share of the CPUs near its GPUs; -c or --bind sets it"
+                .to_string()
         } else {
             format!("{asked} asked, which would share CPUs")
         };

@@ -196,7 +196,8 @@ struct MapArgs {
           value_parser = Suggest(MAP_ALIASES.iter().map(|(a, _)| *a).collect()))]
     map: String,
     /// Binding width (e.g. 1c, 2L2, 1s) or alias, or none. [default: 1c, or with
-    /// --cpus-per-task N the narrowest binding of N CPUs, as the plugin does]
+    /// --cpus-per-task N the narrowest binding of N CPUs, as the plugin does; with a layout
+    /// led by 'g' and no -c, each task's share of the CPUs near its GPUs]
     #[arg(long, visible_alias = "lama-bind", value_name = "WIDTH", hide_possible_values = true,
           value_parser = Suggest(BIND_ALIASES.iter().map(|(a, _)| *a).collect()))]
     bind: Option<String>,

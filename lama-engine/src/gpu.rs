@@ -792,10 +792,19 @@ fn place_group<'m>(
     req: &GpuRequest,
     np: u32,
 ) -> (Bind, Result<Placement<'m>, PlaceError>) {
-    let per_task = req.cpus_per_task.max(1);
+    // Without -c and without an asked binding, each task's share of the group's CPUs (the
+    // step's CPUs near its GPUs, threads): a GPU task's host threads feed the GPU, and one core
+    // starves them; mpibind gives the same share. With -c, the CPU path's rule.
+    let share = req.bind.is_some() && !req.bind_asked && req.cpus_per_task <= 1;
+    let (per_task, unit) = if share {
+        let pus = sub.available().len() as u32;
+        ((pus / np.max(1)).max(1), CpuUnit::Thread)
+    } else {
+        (req.cpus_per_task.max(1), req.cpu_unit)
+    };
     // The CPU path's rule: the default binding covers the task's CPUs and never shares.
     let widened = match req.bind {
-        Some(_) if !req.bind_asked && per_task > 1 => binding_for_cpus(sub, per_task, req.cpu_unit),
+        Some(_) if !req.bind_asked && per_task > 1 => binding_for_cpus(sub, per_task, unit),
         Some(b) => b,
         None => Bind::None,
     };
@@ -811,7 +820,7 @@ fn place_group<'m>(
         bind_within: false,
     };
     let placed = if req.bind.is_some() && !req.bind_asked {
-        let exact = exact_binding(sub, per_task, req.cpu_unit);
+        let exact = exact_binding(sub, per_task, unit);
         place_cpus_per_task(&[sub], &engine_req, exact)
     } else {
         place(&[sub], &engine_req)

@@ -494,6 +494,22 @@ mod tests {
         )
     }
 
+    /// [`two_tasks`] with the binding `bind` asked.
+    fn two_tasks_bound(
+        layout: &str,
+        bind: &str,
+        gpus: &StepGpus,
+    ) -> Result<(Vec<TaskPlacement>, Vec<String>), String> {
+        place_here(
+            &node(),
+            &request(layout, Some(bind), false),
+            gpus,
+            &[0, 1],
+            false,
+            StepCpus::default(),
+        )
+    }
+
     /// The task's `LAMA_BIND`, as `task_init` sets it.
     fn lama_bind(req: &StepRequest, t: &TaskPlacement) -> String {
         crate::task_env::task_environment(req, t)
@@ -514,7 +530,8 @@ mod tests {
     fn a_partial_step_with_constrained_devices() {
         // Slurm gave GPUs 1 and 2 (one per package) and, under ConstrainDevices, numbers them
         // 0 and 1 for CUDA. The step has CPUs 1-3. By hand: task 0 gets GPU 1 (near package
-        // 0, whose only step CPU is 1), task 1 GPU 2 (package 1, first core: CPU 2).
+        // 0, whose only step CPU is 1), task 1 GPU 2 (package 1: its share, by default the
+        // step's CPUs near its GPU, is both, 2-3).
         let m = node().restrict(&CpuList::parse("1-3").unwrap());
         let gpus = read(
             env_of(&[("SLURM_STEP_GPUS", "1,2"), ("CUDA_VISIBLE_DEVICES", "0,1")]),
@@ -534,7 +551,7 @@ mod tests {
         .unwrap();
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(tasks[0].cpus.to_string(), "1");
-        assert_eq!(tasks[1].cpus.to_string(), "2");
+        assert_eq!(tasks[1].cpus.to_string(), "2-3");
         assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("1"));
         assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("0,1"));
         assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("2"));
@@ -558,13 +575,14 @@ mod tests {
         let gpus = read(env_of(&vars), "NVIDIA", conf(), no_files).unwrap();
         assert!(gpus.uuids);
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
-        assert_eq!(tasks[0].cpus.to_string(), "0");
+        // (Its share of the CPUs near its card, by default: package 0's, 0-1.)
+        assert_eq!(tasks[0].cpus.to_string(), "0-1");
         assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("2"));
         assert_eq!(
             var(&tasks[0], "CUDA_VISIBLE_DEVICES"),
             Some("GPU-0000:01:00.0,GPU-0000:81:00.0")
         );
-        assert_eq!(tasks[1].cpus.to_string(), "2");
+        assert_eq!(tasks[1].cpus.to_string(), "2-3");
         assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
         assert_eq!(
             var(&tasks[1], "CUDA_VISIBLE_DEVICES"),
@@ -601,10 +619,11 @@ mod tests {
         let mut gpus = read(env_of(&vars), "NVIDIA", conf(), no_files).unwrap();
         gpus.cards = Some(vec!["0000:81:00.0".into(), "0000:01:00.0".into()]);
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
-        assert_eq!(tasks[0].cpus.to_string(), "0");
+        // (Its share of the CPUs near its card, by default: package 0's, 0-1.)
+        assert_eq!(tasks[0].cpus.to_string(), "0-1");
         assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("2"));
         assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("2,0"));
-        assert_eq!(tasks[1].cpus.to_string(), "2");
+        assert_eq!(tasks[1].cpus.to_string(), "2-3");
         assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
         // Without the cards, index order: Slurm's GPU 0 taken for the card at 01:00.0.
         gpus.cards = None;
@@ -688,9 +707,16 @@ mod tests {
         assert!(
             crate::task_env::verbose_line(&req, "n", 0, 1, &tasks[0]).starts_with("lama-bind=2c ")
         );
-        // Without -c: 1c, as asked by default.
+        // Without -c, by default each task's share of the CPUs near its GPU: one task per
+        // package of 2 cores, 2c as with -c 2. An asked --lama-bind=1c is kept.
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
-        assert_eq!(lama_bind(&req, &tasks[0]), "1c");
+        assert_eq!(lama_bind(&req, &tasks[0]), "2c");
+        let (tasks, _) = two_tasks_bound("gcsbnh", "1c", &gpus).unwrap();
+        assert_eq!(
+            lama_bind(&request("gcsbnh", Some("1c"), false), &tasks[0]),
+            "1c"
+        );
+        assert_eq!(tasks[0].cpus.to_string(), "0");
     }
 
     #[test]
@@ -727,9 +753,10 @@ mod tests {
         assert_eq!(tasks[1].slurm_gpus, vec![0]);
         assert_eq!(tasks[0].slurm_gpus, vec![2]);
         assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
-        assert_eq!(tasks[1].cpus.to_string(), "0");
+        // (Each its share of the CPUs near its GPU, by default: its package's two.)
+        assert_eq!(tasks[1].cpus.to_string(), "0-1");
         assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("2"));
-        assert_eq!(tasks[0].cpus.to_string(), "2");
+        assert_eq!(tasks[0].cpus.to_string(), "2-3");
         // Slurm's per-task value of CUDA_VISIBLE_DEVICES is left alone.
         assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), None);
         assert_eq!(var(&tasks[0], "UCX_NET_DEVICES"), Some("mlx5_1:1"));

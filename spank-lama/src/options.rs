@@ -35,7 +35,8 @@ pub const OPTIONS: [(&str, Option<&str>, &str); 9] = [
         OPT_BIND,
         Some("width"),
         "LAMA binding: <count><level> (1c, 2c, 1L2, 1s, 1N ...), an alias, or none [default \
-         1c]; with a g layout also 1g (all the CPUs near the task's GPU)",
+         1c, widened for -c; with a g layout, each task's share of the CPUs near its GPUs]; \
+         with a g layout also 1g (all the CPUs near the task's GPU)",
     ),
     (
         OPT_MPPR,

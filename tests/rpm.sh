@@ -169,13 +169,21 @@ t_rpm_spec() {
     printf '#!/bin/sh\nif [ -n "$FAKE_SLURM" ]; then printf %%s "$FAKE_SLURM"; exit 0; fi\necho "package slurm is not installed"; exit 1\n' > "$work/bin/rpm"
     chmod +x "$work/bin/rpm"
     scriptlet PREIN > "$work/pre"
-    grep -qF 'rpm -q --qf "$tag{VERSION}" "$package"' "$work/pre" || fail "%pre's query was expanded by rpmbuild" || return 1
+    grep -qF 'rpm -q --qf "$tag{VERSION} " "$package"' "$work/pre" || fail "%pre's query was expanded by rpmbuild" || return 1
     PATH=$work/bin:$PATH FAKE_SLURM=$r.5 sh "$work/pre" 1 2> "$work/err" \
         || fail "%pre refused Slurm $r.5: $(cat "$work/err")" || return 1
     PATH=$work/bin:$PATH FAKE_SLURM=26.05.1 sh "$work/pre" 1 2> "$work/err" \
         && { fail "%pre accepted Slurm 26.05.1"; return 1; }
     grep -qF "this package is built for Slurm $r, but this machine has Slurm 26.05.1 (the slurm package)." "$work/err" \
         || fail "%pre's message: $(cat "$work/err")" || return 1
+    # One transaction upgrading Slurm too: rpm lists the old and the new version; the wanted
+    # release among them is enough, and one release alone twice is still refused.
+    PATH=$work/bin:$PATH FAKE_SLURM=$'26.05.1\n'"$r.5" sh "$work/pre" 1 2> "$work/err" \
+        || fail "%pre refused an upgrade to Slurm $r.5 from 26.05.1: $(cat "$work/err")" || return 1
+    PATH=$work/bin:$PATH FAKE_SLURM=$'26.05.1\n26.05.2' sh "$work/pre" 1 2> "$work/err" \
+        && { fail "%pre accepted Slurm 26.05.1 and 26.05.2"; return 1; }
+    grep -qF "this machine has Slurm 26.05.1, 26.05.2 (the slurm package)." "$work/err" \
+        || fail "%pre's message for two versions: $(cat "$work/err")" || return 1
     PATH=$work/bin:$PATH FAKE_SLURM= sh "$work/pre" 1 2> "$work/err" && { fail "%pre accepted no Slurm"; return 1; }
     grep -qF "(none: slurm is not installed)" "$work/err" || fail "%pre without Slurm: $(cat "$work/err")" || return 1
     # %postun on erase disables an enabled line, not on upgrade; %post enables it again.

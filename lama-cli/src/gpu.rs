@@ -264,13 +264,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
                         .join(","),
                     nic.clone().unwrap_or_else(|| "-".into()),
                     t.cpus.to_string(),
-                    match picture {
-                        render::PictureMode::Full => render::picture(m, &t.bound_logical),
-                        render::PictureMode::Compact => {
-                            render::compact_picture(m, &t.bound_logical)
-                        }
-                        render::PictureMode::None => String::new(),
-                    },
+                    render::picture_cell(picture, m, &t.bound_logical),
                 ]);
             }
             json.processes.push(JsonProcess {
@@ -286,12 +280,14 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             });
         }
         if shown {
-            let last = if picture == render::PictureMode::None {
-                ""
-            } else {
-                "picture"
-            };
-            let headers = ["rank", "gpu(s)", "bus id(s)", "nic", "cpus", last];
+            let headers = [
+                "rank",
+                "gpu(s)",
+                "bus id(s)",
+                "nic",
+                "cpus",
+                picture.header(),
+            ];
             text += &render::table(headers, &rows);
             text += "  GPUs here (Slurm's numbers are PCI bus order):\n";
             for d in &gpus {

@@ -1025,7 +1025,6 @@ fn map(args: MapArgs) -> Result<(), Failure> {
                 node: args.node,
                 ranks,
                 picture,
-                width: terminal_columns(),
             },
             &mut |chunk| {
                 let _ = print_human(chunk);

@@ -457,30 +457,15 @@ fn table(
                     r.to_string(),
                     format!("L#{} P#{}", place.pu, m.pus()[place.pu as usize].os),
                     format!("P#{os}"),
-                    match picture {
-                        render::PictureMode::Full => render::picture(m, &place.bound),
-                        render::PictureMode::Compact => render::compact_picture(m, &place.bound),
-                        render::PictureMode::None => String::new(),
-                    },
+                    render::picture_cell(picture, m, &place.bound),
                 ]
             })
             .collect();
-        let last = if picture == render::PictureMode::None {
-            ""
-        } else {
-            "picture"
-        };
-        s += &render::table(["rank", "mapped PU", "bound (OS)", last], &rows);
+        s += &render::table(["rank", "mapped PU", "bound (OS)", picture.header()], &rows);
     }
-    let picture_line = match picture {
-        render::PictureMode::Full => render::LEGEND.lines().next().map(str::to_string),
-        render::PictureMode::Compact => Some(render::COMPACT_LEGEND.to_string()),
-        render::PictureMode::None => None,
-    };
     s += "\n";
-    for line in picture_line
-        .iter()
-        .map(String::as_str)
+    for line in render::picture_legend(picture)
+        .into_iter()
         .chain([PLAN_COLUMNS])
     {
         s += &format!("{line}\n");

@@ -177,6 +177,17 @@ pub enum PictureMode {
     None,
 }
 
+impl PictureMode {
+    /// The picture column's header: none without a picture.
+    pub fn header(self) -> &'static str {
+        if self == PictureMode::None {
+            ""
+        } else {
+            "picture"
+        }
+    }
+}
+
 /// What the preview's text shows besides the request and the summary.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TextOptions<'a> {
@@ -193,8 +204,6 @@ pub struct TextOptions<'a> {
     pub ranks: Option<(u32, u32)>,
     /// The tables' picture column: full, compact or none.
     pub picture: PictureMode,
-    /// The terminal's width, to which the legend is wrapped (`None`: one line per item).
-    pub width: Option<usize>,
 }
 
 /// The preview's text: the request, a summary, the caller's notes (one line each), then per node
@@ -222,7 +231,6 @@ pub fn write_placement_text(
         node: only,
         ranks: wanted,
         picture: mode,
-        width,
     } = opts;
     let req = p.request();
     let mut out = String::new();
@@ -256,10 +264,6 @@ pub fn write_placement_text(
     for note in notes {
         let _ = writeln!(out, "{note}");
     }
-    if let Some(w) = width {
-        out = wrap(&out, w);
-        out.push('\n');
-    }
     sink(&out);
     if summary_only {
         return;
@@ -275,33 +279,37 @@ pub fn write_placement_text(
                 continue;
             }
         }
-        let table = node_table(p, n, m, &ranks, names, mode);
-        match width {
-            // The node's line may be long (a long name, many offline CPUs); the rows are not
-            // wrapped.
-            Some(w) => match table.trim_start_matches('\n').split_once('\n') {
-                Some((head, rows)) => sink(&format!("\n{}\n{rows}", wrap(head, w))),
-                None => sink(&table),
-            },
-            None => sink(&table),
-        }
+        sink(&node_table(p, n, m, &ranks, names, mode));
     }
     let rest = LEGEND.split_once('\n').map_or(LEGEND, |(_, rest)| rest);
-    let legend = match mode {
-        PictureMode::Full => LEGEND.to_string(),
-        PictureMode::Compact => format!("{COMPACT_LEGEND}\n{rest}"),
-        PictureMode::None => rest.to_string(),
-    };
-    let legend = match width {
-        Some(w) => wrap(&legend, w),
-        None => legend,
+    let legend = match picture_legend(mode) {
+        Some(line) => format!("{line}\n{rest}"),
+        None => rest.to_string(),
     };
     sink(&format!("\n{legend}\n"));
 }
 
+/// The legend's line for a table's picture column shown as `mode`, if it has one.
+pub fn picture_legend(mode: PictureMode) -> Option<&'static str> {
+    match mode {
+        PictureMode::Full => LEGEND.lines().next(),
+        PictureMode::Compact => Some(COMPACT_LEGEND),
+        PictureMode::None => None,
+    }
+}
+
+/// A table's picture cell for a task bound to `bound` (logical PUs) on `m`, as `mode` shows
+/// it: [`picture`], [`compact_picture`] or nothing.
+pub fn picture_cell(mode: PictureMode, m: &Machine, bound: &[u32]) -> String {
+    match mode {
+        PictureMode::Full => picture(m, bound),
+        PictureMode::Compact => compact_picture(m, bound),
+        PictureMode::None => String::new(),
+    }
+}
+
 /// The legend's first line for [`PictureMode::Compact`].
-pub const COMPACT_LEGEND: &str =
-    "picture: package[P][core:LIST] the package (socket) and the cores \
+const COMPACT_LEGEND: &str = "picture: package[P][core:LIST] the package (socket) and the cores \
     each rank is bound to, logical indexes, as Open MPI's --report-bindings writes them; \
     [hwt:LIST] the hardware threads where a core is bound in part (--picture always shows the \
     full picture)";
@@ -546,18 +554,10 @@ fn node_table(
                 } else {
                     format!("P#{}", info.cpus)
                 },
-                if mode == PictureMode::Compact {
-                    if req.bind == Bind::None {
-                        "-".to_string()
-                    } else {
-                        compact_picture(m, &info.bound_logical)
-                    }
-                } else if !with_picture {
-                    String::new()
-                } else if req.bind == Bind::None {
-                    picture_with(m, &[info.pu_logical], 'm')
-                } else {
-                    picture(m, &info.bound_logical)
+                match (mode, req.bind) {
+                    (PictureMode::Full, Bind::None) => picture_with(m, &[info.pu_logical], 'm'),
+                    (PictureMode::Compact, Bind::None) => "-".to_string(),
+                    _ => picture_cell(mode, m, &info.bound_logical),
                 },
             ]
         })
@@ -568,11 +568,7 @@ fn node_table(
         "socket NUMA core",
         "bound (logical)",
         "bound (OS)",
-        if mode == PictureMode::None {
-            ""
-        } else {
-            "picture"
-        },
+        mode.header(),
     ];
     out += &if mode == PictureMode::Compact {
         // The compact picture names what "bound (logical)" would: that column is left out.

@@ -88,15 +88,17 @@ pub struct Translated {
     pub notes: Vec<String>,
 }
 
-/// One option of the srun line: its name as written (`-N`, `--nodes`), its canonical long
-/// name, and its value if it was written into the same word (`-N2`, `--nodes=2`).
-struct Word<'a> {
+/// One option of the srun line: its name as written (`-N`, `--nodes`), its long name, which
+/// table it is in, and its value if it was written into the same word (`-N2`, `--nodes=2`).
+struct Word {
     written: String,
-    long: &'a str,
+    long: &'static str,
+    kind: Kind,
     attached: Option<String>,
 }
 
-/// Which of the tables above `long` is in.
+/// Which of the tables above an option is in.
+#[derive(Clone, Copy)]
 enum Kind {
     Same(&'static str),
     Value,
@@ -104,17 +106,21 @@ enum Kind {
     Special,
 }
 
-fn kind_of(long: &str) -> Option<Kind> {
-    if let Some((_, _, ours)) = SAME.iter().find(|(_, l, _)| *l == long) {
-        return Some(Kind::Same(ours));
+/// The long option `long` as the tables name it, and which table that is.
+fn kind_of(long: &str) -> Option<(&'static str, Kind)> {
+    if let Some((_, l, ours)) = SAME.iter().find(|(_, l, _)| *l == long) {
+        return Some((l, Kind::Same(ours)));
     }
-    if IGNORED_WITH_VALUE.iter().any(|(_, l)| *l == long) {
-        return Some(Kind::Value);
+    if let Some((_, l)) = IGNORED_WITH_VALUE.iter().find(|(_, l)| *l == long) {
+        return Some((l, Kind::Value));
     }
-    if IGNORED_FLAGS.iter().any(|(_, l)| *l == long) {
-        return Some(Kind::Flag);
+    if let Some((_, l)) = IGNORED_FLAGS.iter().find(|(_, l)| *l == long) {
+        return Some((l, Kind::Flag));
     }
-    SPECIAL.contains(&long).then_some(Kind::Special)
+    SPECIAL
+        .iter()
+        .find(|l| **l == long)
+        .map(|l| (*l, Kind::Special))
 }
 
 /// The long name of a short option.
@@ -128,39 +134,33 @@ fn long_of(short: char) -> Option<&'static str> {
 }
 
 /// Splits one word of the line into an option, or `None` for the program.
-fn word(w: &str) -> Result<Option<Word<'static>>, String> {
-    if let Some(rest) = w.strip_prefix("--") {
+fn word(w: &str) -> Result<Option<Word>, String> {
+    let (written, name, attached) = if let Some(rest) = w.strip_prefix("--") {
         let (name, attached) = match rest.split_once('=') {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (rest, None),
         };
-        let long = all_longs().find(|l| *l == name).ok_or_else(|| unknown(w))?;
-        return Ok(Some(Word {
-            written: format!("--{name}"),
-            long,
-            attached,
-        }));
-    }
-    if let Some(rest) = w.strip_prefix('-').filter(|r| !r.is_empty()) {
+        (format!("--{name}"), name, attached)
+    } else if let Some(rest) = w.strip_prefix('-').filter(|r| !r.is_empty()) {
         let mut chars = rest.chars();
         let short = chars.next().unwrap_or_default();
-        let long = long_of(short).ok_or_else(|| unknown(w))?;
+        let name = long_of(short).ok_or_else(|| unknown(w))?;
         let tail: String = chars.collect();
-        return Ok(Some(Word {
-            written: format!("-{short}"),
-            long,
-            attached: (!tail.is_empty()).then_some(tail),
-        }));
-    }
-    Ok(None)
-}
-
-fn all_longs() -> impl Iterator<Item = &'static str> {
-    SAME.iter()
-        .map(|(_, l, _)| *l)
-        .chain(IGNORED_WITH_VALUE.iter().map(|(_, l)| *l))
-        .chain(IGNORED_FLAGS.iter().map(|(_, l)| *l))
-        .chain(SPECIAL)
+        (
+            format!("-{short}"),
+            name,
+            (!tail.is_empty()).then_some(tail),
+        )
+    } else {
+        return Ok(None);
+    };
+    let (long, kind) = kind_of(name).ok_or_else(|| unknown(w))?;
+    Ok(Some(Word {
+        written,
+        long,
+        kind,
+        attached,
+    }))
 }
 
 fn unknown(w: &str) -> String {
@@ -186,8 +186,7 @@ pub fn translate(line: &[String]) -> Result<Translated, String> {
     let mut words = line.iter();
     while let Some(w) = words.next() {
         let Some(opt) = word(w)? else { break };
-        let kind = kind_of(opt.long).ok_or_else(|| unknown(w))?;
-        let takes_value = match kind {
+        let takes_value = match opt.kind {
             Kind::Same(_) | Kind::Value => true,
             Kind::Flag => false,
             Kind::Special => !matches!(opt.long, "overcommit" | "lama-omp" | "lama-gpu-isolate"),
@@ -203,20 +202,15 @@ pub fn translate(line: &[String]) -> Result<Translated, String> {
             (false, None) => None,
             (false, Some(_)) => return Err(format!("srun option {} takes no value", opt.written)),
         };
-        apply(&mut out, &opt, kind, value)?;
+        apply(&mut out, &opt, value)?;
     }
     Ok(out)
 }
 
 /// What one option of the line becomes.
-fn apply(
-    out: &mut Translated,
-    opt: &Word,
-    kind: Kind,
-    value: Option<String>,
-) -> Result<(), String> {
+fn apply(out: &mut Translated, opt: &Word, value: Option<String>) -> Result<(), String> {
     let v = value.unwrap_or_default();
-    match (kind, opt.long) {
+    match (opt.kind, opt.long) {
         (Kind::Same(ours), _) => out.args.extend([ours.to_string(), v]),
         (Kind::Value | Kind::Flag, _) => out.notes.push(format!(
             "{}: left out (it does not change where the plugin puts a task)",

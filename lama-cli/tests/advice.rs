@@ -27,21 +27,21 @@ fn suggested(message: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// `lama map` on two nodes of [`TOPOLOGY`], 4 ranks, with `extra`.
+fn on_two_nodes<'a>(extra: impl IntoIterator<Item = &'a str>) -> std::process::Output {
+    let mut args = vec!["map", "--topology", TOPOLOGY, "-N", "2", "-n", "4"];
+    args.extend(extra);
+    lama(&args)
+}
+
 /// `lama map` with `extra` on two nodes of [`TOPOLOGY`], 4 ranks: each rank's (node, PU).
 fn placed(extra: &[String]) -> Vec<(u64, u64)> {
-    let mut args = vec![
-        "map",
-        "--topology",
-        TOPOLOGY,
-        "-N",
-        "2",
-        "-n",
-        "4",
-        "--json",
-    ];
-    args.extend(extra.iter().map(String::as_str));
-    let out = lama(&args);
-    assert!(out.status.success(), "lama {args:?}: {out:?}");
+    let out = on_two_nodes(
+        ["--json"]
+            .into_iter()
+            .chain(extra.iter().map(String::as_str)),
+    );
+    assert!(out.status.success(), "lama map {extra:?}: {out:?}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut ranks: Vec<(u64, u64, u64)> = json["processes"]
         .as_array()
@@ -58,17 +58,7 @@ fn placed(extra: &[String]) -> Vec<(u64, u64)> {
 
 /// The refusal of layout `layout`, and the one command it suggests.
 fn advice_for(layout: &str) -> Vec<String> {
-    let out = lama(&[
-        "map",
-        "--topology",
-        TOPOLOGY,
-        "-N",
-        "2",
-        "-n",
-        "4",
-        "--map",
-        layout,
-    ]);
+    let out = on_two_nodes(["--map", layout]);
     assert_eq!(out.status.code(), Some(2), "{layout}: {out:?}");
     let message = String::from_utf8_lossy(&out.stderr).to_string();
     let mut commands = suggested(&message);

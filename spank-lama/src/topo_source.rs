@@ -70,7 +70,7 @@ fn from_file(path: &Path, now: &NodeNow, needs: &[Level], gpus: bool) -> Result<
 /// [`from_file`] for a text already read (a cache, from the descriptor its owner was checked
 /// on): hwloc XML, or with `native` LAMA's machine text (`lama_engine::machine_text`), read
 /// without hwloc, its devices kept only for a step that places by GPU as an XML's I/O objects
-/// are.
+/// are; being a cache, it must also have the kernel's NUMA nodes ([`same_numa_nodes`]).
 fn from_text(
     path: &Path,
     text: &str,
@@ -89,7 +89,9 @@ fn from_text(
     } else {
         load_xml_text(text, path, io(gpus)).map_err(|e| e.to_string())?
     };
+    // A cache is held to the kernel's NUMA nodes too (the admin's file is not).
     checked(machine, path, now, needs, gpus)
+        .and_then(|machine| same_numa_nodes(machine, path, now.numa.as_ref()))
 }
 
 /// `machine`, read from `path`, if it describes this node and has what the step needs.
@@ -318,7 +320,6 @@ pub fn node_topology_with(
         }
         match crate::topo_cache::read_trusted(&path)
             .and_then(|text| from_text(&path, &text, native, now, needs, gpus))
-            .and_then(|machine| same_numa_nodes(machine, &path, now.numa.as_ref()))
         {
             Ok(machine) => {
                 return Ok(Resolved {

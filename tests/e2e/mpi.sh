@@ -131,10 +131,10 @@ t_mpi_setup() {
 t_mpi_pmix_in_slurm() {
     local list; list=$(as_user srun --mpi=list 2>&1)
     [ -n "$list" ] || { fail "srun --mpi=list printed nothing"; return 1; }
-    echo "$list" | grep -qw pmi2 || fail "srun --mpi=list has no pmi2: $list" || return 1
+    grep -qw pmi2 <<< "$list" || fail "srun --mpi=list has no pmi2: $list" || return 1
     case $flavour in
         24.11)
-            echo "$list" | grep -qw pmix || fail "srun --mpi=list has no pmix: $list"
+            grep -qw pmix <<< "$list" || fail "srun --mpi=list has no pmix: $list"
             ;;
         *)
             # Debian sid's slurm-wlm 26.05.5-1 is built without PMIx ("Remove pmix" in its

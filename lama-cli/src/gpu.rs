@@ -6,30 +6,49 @@ use crate::{
     JsonGpuRequest, JsonNode, JsonPlacement, JsonProcess, JsonRequest, MapArgs,
 };
 use lama_engine::{
-    gpu_name, numa_nodes, place_by_gpu_ranked, render, Bind, Device, DeviceKind, GpuError,
-    GpuRequest, GpuTask, Machine, Membind,
+    gpu_name, numa_nodes, place_bound_in_order, place_by_gpu_ranked, render, Bind, Device,
+    DeviceKind, GpuError, GpuRequest, GpuTask, Machine, Membind,
 };
 use lama_slurm::distribution::count_list;
 use lama_slurm::gpu::{
-    group_notes, nic_variables, parse_indexes, step_gpus, task_variables, SlurmGpuBind,
+    group_notes, nic_variables, parse_indexes, step_gpus, task_variables, visible_variable,
+    SlurmGpuBind,
 };
 use lama_slurm::task_env;
 
-/// The variables the plugin would set for this task (Slurm's step list taken as the step's
-/// GPUs numbered by their place in it, as `ConstrainDevices=yes` makes them; with Slurm's
-/// per-task binding (`fixed`) the vendor variable is Slurm's and left alone).
+/// The variables the plugin would set for this task: Slurm's value of the vendor variable for
+/// the step names the GPUs by Slurm's indexes, or by their place in the step's list under
+/// `ConstrainDevices=yes` (`constrained`); with Slurm's per-task binding (`fixed`) Slurm's own
+/// value for the task is kept: its GPUs, numbered from 0 under `ConstrainDevices=yes`.
 fn variables(
     m: &Machine,
     gpus: &[&Device],
     slurm: &[u32],
     t: &GpuTask,
     isolate: bool,
-    fixed: bool,
+    (fixed, constrained): (bool, bool),
 ) -> Vec<(&'static str, String)> {
-    let tokens: Vec<String> = (0..gpus.len()).map(|i| i.to_string()).collect();
+    let tokens: Vec<String> = (0..gpus.len())
+        .map(|i| match constrained {
+            true => i.to_string(),
+            false => slurm[i].to_string(),
+        })
+        .collect();
     let vendor = gpus.first().map_or("", |d| d.vendor.as_str());
-    let tokens = (!fixed).then_some(tokens.as_slice());
-    let mut env = task_variables(vendor, tokens, slurm, &t.gpus, isolate);
+    if fixed {
+        // Slurm's value for the task, which the plugin leaves alone.
+        let own: Vec<String> = match constrained {
+            true => (0..t.gpus.len()).map(|i| i.to_string()).collect(),
+            false => t.gpus.iter().map(|&g| slurm[g].to_string()).collect(),
+        };
+        let mut env = task_variables(vendor, None, slurm, &t.gpus, isolate);
+        env.push((visible_variable(vendor), own.join(",")));
+        if let Some(n) = t.nic {
+            env.extend(nic_variables(&m.devices()[n]));
+        }
+        return env;
+    }
+    let mut env = task_variables(vendor, Some(tokens.as_slice()), slurm, &t.gpus, isolate);
     if let Some(n) = t.nic {
         env.extend(nic_variables(&m.devices()[n]));
     }
@@ -60,7 +79,8 @@ fn lama_variables(
     task_env::placed_variables(m, &asked, &t.cpus, pu, &t.bound_logical)
 }
 
-pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
+/// `beside`: the layout has no 'g', and Slurm's per-task GPUs place each task (see main.rs).
+pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), Failure> {
     // As srun: --gpus-per-task makes Slurm bind the GPUs to the tasks in order (per_task:K)
     // unless --gpu-bind says otherwise; the plugin then keeps Slurm's GPUs.
     let binding = match (&args.gpu_bind, args.gpus_per_task) {
@@ -118,14 +138,21 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         args.distribution.as_deref().unwrap_or("block"),
         if req.fixed {
             "Slurm binds each node's GPUs to its tasks (per_task, which --gpus-per-task \
-             implies; --gpu-bind none lets LAMA choose), and each task runs on the CPUs near the \
-             GPUs Slurm gives it: Slurm chooses the GPUs closest to each task's own CPU mask, \
-             shown here in index order, which is Slurm's choice when task i's mask is near GPUs \
-             i*K.. (or without task/affinity)"
+             implies; --gpu-bind none lets LAMA choose): each GPU has its CPUs, and each task \
+             runs on those of the GPUs Slurm gives it, which it chooses by each task's own CPU \
+             mask as the task starts; shown here in index order, Slurm's choice when task i's \
+             mask is near GPUs i*K.. (or without task/affinity)"
         } else {
             "tasks go round-robin over each node's GPUs in the order of the CPUs near them"
         }
     );
+    if beside {
+        text += &format!(
+            "layout {} has no 'g', and Slurm chooses each task's GPUs: the plugin places each \
+             task by {} within the CPUs of the GPUs Slurm gives it, as g{} does\n",
+            args.map, args.map, args.map
+        );
+    }
     let membind = Membind::parse(&args.membind).map_err(|d| Failure::Usage(d.to_string()))?;
     let mut json = JsonPlacement {
         processes: Vec::new(),
@@ -187,14 +214,13 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
         let gpus =
             step_gpus(&all, &slurm).map_err(|e| Failure::Usage(format!("node {name}: {e}")))?;
         let rank = |t: u32| node_ranks.get(t as usize).copied().unwrap_or(t);
-        let placed = place_by_gpu_ranked(
-            m,
-            &gpus,
-            np,
-            req,
-            "this node's topology has no GPU (an XML with I/O objects lists them: lstopo --of xml)",
-            &rank,
-        )
+        let no_gpu =
+            "this node's topology has no GPU (an XML with I/O objects lists them: lstopo --of xml)";
+        let placed = if req.fixed {
+            place_bound_in_order(m, &gpus, np, req, no_gpu)
+        } else {
+            place_by_gpu_ranked(m, &gpus, np, req, no_gpu, &rank)
+        }
         .map_err(|e| match e {
             GpuError::Place { .. } if !args.oversubscribe => Failure::Place(format!(
                 "node {name}: {e} (to oversubscribe: --oversubscribe)"
@@ -237,7 +263,14 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
             let nic = t
                 .nic
                 .map(|n| lama_engine::nic_name(&m.devices()[n]).to_string());
-            let mut env = variables(m, &gpus, &slurm, t, args.gpu_isolate, req.fixed);
+            let mut env = variables(
+                m,
+                &gpus,
+                &slurm,
+                t,
+                args.gpu_isolate,
+                (req.fixed, args.constrain_devices),
+            );
             let mems = numa_nodes(m, &t.bound_logical);
             if args.env {
                 let lama = lama_variables(m, req, t, membind, args);
@@ -309,14 +342,21 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest) -> Result<(), Failure> {
     for note in &json.notes {
         text += &format!("note: {note}\n");
     }
+    let numbering = match args.constrain_devices {
+        true => "from 0, as under ConstrainDevices=yes",
+        false => "by Slurm's indexes, as under ConstrainDevices=no (--constrain-devices: =yes)",
+    };
     if args.env {
-        text += "\nenvironment of each task, as the plugin sets it in task_init (OMP_NUM_THREADS \
-                 only when the job does not set it; visible GPUs numbered as under \
-                 ConstrainDevices=yes):\n";
+        text += &format!(
+            "\nenvironment of each task, as the plugin sets it in task_init (OMP_NUM_THREADS \
+             only when the job does not set it; visible GPUs numbered {numbering}):\n"
+        );
         text += &env_text;
     } else if let Some(first) = json.processes.first().and_then(|p| p.env.as_ref()) {
-        text += "\nvariables of the first task (the plugin sets them in task_init; visible GPUs \
-                 numbered as under ConstrainDevices=yes):\n";
+        text += &format!(
+            "\nvariables of the first task (the plugin sets them in task_init; visible GPUs \
+             numbered {numbering}):\n"
+        );
         for (k, v) in first {
             text += &format!("  {k}={v}\n");
         }

@@ -308,6 +308,10 @@ struct MapArgs {
     /// With a layout led by 'g': each task sees only its own GPUs (--lama-gpu-isolate).
     #[arg(long, visible_alias = "lama-gpu-isolate")]
     gpu_isolate: bool,
+    /// The site's cgroup.conf says ConstrainDevices=yes: each task's variables number its
+    /// visible GPUs from 0, as Slurm then does (default: by Slurm's indexes, ConstrainDevices=no).
+    #[arg(long)]
+    constrain_devices: bool,
     /// The srun line to preview, after `--` (`-- srun -N2 -n8 -c2 --lama-map=scbnh ./app`):
     /// its -N, -n, -c, -m, --ntasks-per-node, --gpus-per-task, --gpu-bind, -w, -O and
     /// --lama-* options are read as lama map's; those that place nothing (-p, -t, -J, --mem,
@@ -757,7 +761,30 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     )
     .map_err(Failure::Usage)?
     {
-        return gpu::map(&args, &by_gpu);
+        return gpu::map(&args, &by_gpu, false);
+    }
+    // Slurm's per-task GPUs with a layout without 'g': the plugin places each task by the
+    // layout within the CPUs beside the GPUs Slurm gives it, as the layout led by 'g' does.
+    let slurm_binds = match (&args.gpu_bind, args.gpus_per_task) {
+        (Some(b), _) => matches!(
+            lama_slurm::gpu::SlurmGpuBind::read(None, Some(b)),
+            lama_slurm::gpu::SlurmGpuBind::PerTask(_)
+        ),
+        (None, k) => k.is_some(),
+    };
+    if slurm_binds && Layout::parse(&args.map).is_ok() {
+        if let Ok(Some(beside)) = lama_slurm::gpu::request(
+            &format!("g{}", args.map),
+            args.bind.as_deref(),
+            args.mppr.as_deref(),
+            Order::parse(&args.order).map_err(|d| Failure::Usage(d.to_string()))?,
+            args.gpus_per_task.unwrap_or(1),
+            args.oversubscribe,
+            args.cpus_per_task,
+            unit,
+        ) {
+            return gpu::map(&args, &beside, true);
+        }
     }
     // GPU options mean nothing without a layout that places by GPU: refused, not ignored (the
     // plugin refuses --lama-gpu-isolate without 'g' the same way).
@@ -766,6 +793,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         (args.gpus.is_some(), "--gpus"),
         (args.gpus_per_task.is_some(), "--gpus-per-task"),
         (args.gpu_bind.is_some(), "--gpu-bind"),
+        (args.constrain_devices, "--constrain-devices"),
     ];
     if let Some((_, option)) = gpu_only.iter().find(|(given, _)| *given) {
         return Err(Failure::Usage(format!(

@@ -263,7 +263,8 @@ pub struct Seen {
     /// the last reading.
     pub threads: BTreeMap<u32, Thread>,
     pub memory: NumaMaps,
-    /// /dev/nvidiaN the task may open (allowed by its devices cgroup), and those there are.
+    /// The GPU device files the task may open (allowed by its devices cgroup), and those there
+    /// are ([`gpus_open`]).
     pub gpus_open: Option<(Vec<u32>, Vec<u32>)>,
     /// The preview's CPUs for this rank (--expect).
     pub expected: Option<CpuList>,
@@ -584,29 +585,38 @@ fn observe_threads(plan: &Planned, pid: u32, seen: &mut Seen, depth: u32) {
     }
 }
 
-/// The /dev/nvidiaN this process may open, and those there are. A device the devices cgroup
-/// denies fails with EPERM; one it allows opens, or fails otherwise (no driver).
+/// The GPU device files this process may open, and those there are, by number: NVIDIA's
+/// `/dev/nvidiaN` where the node has them, else DRM's render nodes `/dev/dri/renderDN` (AMD,
+/// Intel). Judged by the devices controller without opening them
+/// ([`lama_hwloc::device_access`]); a file the controller or its mode denies is not open.
 fn gpus_open() -> (Vec<u32>, Vec<u32>) {
-    let mut present = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/dev") {
-        for e in dir.flatten() {
-            if let Some(n) = e
-                .file_name()
-                .to_str()
-                .and_then(|n| n.strip_prefix("nvidia"))
-                .and_then(|n| n.parse::<u32>().ok())
-            {
-                present.push(n);
-            }
-        }
-    }
-    present.sort_unstable();
+    let numbered = |dir: &str, prefix: &str| -> Vec<u32> {
+        let mut found: Vec<u32> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        e.file_name()
+                            .to_str()
+                            .and_then(|n| n.strip_prefix(prefix))
+                            .and_then(|n| n.parse::<u32>().ok())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort_unstable();
+        found
+    };
+    let (dir, prefix) = match numbered("/dev", "nvidia") {
+        n if !n.is_empty() => ("/dev", "nvidia"),
+        _ => ("/dev/dri", "renderD"),
+    };
+    let present = numbered(dir, prefix);
     let open = present
         .iter()
         .copied()
-        .filter(|n| match std::fs::File::open(format!("/dev/nvidia{n}")) {
-            Ok(_) => true,
-            Err(e) => e.kind() != std::io::ErrorKind::PermissionDenied,
+        .filter(|n| {
+            lama_hwloc::device_access(std::path::Path::new(&format!("{dir}/{prefix}{n}")))
+                .unwrap_or(false)
         })
         .collect();
     (open, present)

@@ -348,6 +348,80 @@ pub fn nic_name(d: &Device) -> &str {
         .map_or("", String::as_str)
 }
 
+/// Where a resource manager binds GPUs to tasks itself and each task learns its GPUs only when
+/// it starts (Slurm's `per_task:K`, chosen by each task's CPU mask): one slot per GPU of
+/// `gpus`, in that order, each placed as a task of that one GPU would be (`req`'s layout and
+/// binding; `req.cpus_per_task` shared out over the task's `req.gpus_per_task` GPUs, rounded
+/// up), so that a task given any `K` of the GPUs runs on their slots joined ([`join_slots`]).
+/// Distinct GPUs have disjoint slots, so tasks given distinct GPUs never share CPUs, whichever
+/// GPUs each gets.
+pub fn place_gpu_slots(
+    machine: &Machine,
+    gpus: &[&Device],
+    req: &GpuRequest,
+    no_gpu: &str,
+) -> Result<GpuPlacement, GpuError> {
+    let k = req.gpus_per_task.max(1);
+    let slot = GpuRequest {
+        gpus_per_task: 1,
+        fixed: true,
+        per_gpu: None,
+        cpus_per_task: req.cpus_per_task.max(1).div_ceil(k),
+        ..req.clone()
+    };
+    place_by_gpu_ranked(machine, gpus, gpus.len() as u32, &slot, no_gpu, &|t| t)
+}
+
+/// The placement of a task given the GPUs at `own` (positions in the list given to
+/// [`place_gpu_slots`], whose result `slots` is): their slots joined, the first one's mapped
+/// PU, NIC and binding. `None` when `own` is empty or names a GPU without a slot.
+pub fn join_slots(slots: &[GpuTask], own: &[usize]) -> Option<GpuTask> {
+    let first = slots.get(*own.first()?)?;
+    let mut bound: Vec<u32> = Vec::new();
+    for &g in own {
+        bound.extend_from_slice(&slots.get(g)?.bound_logical);
+    }
+    bound.sort_unstable();
+    bound.dedup();
+    let cpus = CpuList::from_cpus(own.iter().flat_map(|&g| slots[g].cpus.cpus().to_vec()));
+    Some(GpuTask {
+        gpus: own.to_vec(),
+        nic: first.nic,
+        pu_logical: first.pu_logical,
+        bound_logical: bound,
+        cpus,
+        bind: first.bind,
+    })
+}
+
+/// What a resource manager that binds `req.gpus_per_task` GPUs to each task gives when task
+/// `i` is given the GPUs at positions `i*K .. i*K+K` (Slurm's `per_task:K` where each task's
+/// CPU mask is near those, or without task/affinity): [`place_gpu_slots`], joined task by
+/// task. A preview's view; a plugin joins the slots of the GPUs each task really gets.
+pub fn place_bound_in_order(
+    machine: &Machine,
+    gpus: &[&Device],
+    np: u32,
+    req: &GpuRequest,
+    no_gpu: &str,
+) -> Result<GpuPlacement, GpuError> {
+    let k = req.gpus_per_task.max(1) as usize;
+    if (np as usize).saturating_mul(k) > gpus.len() {
+        return Err(GpuError::TooManyBound {
+            tasks: np,
+            per_task: k as u32,
+            need: np.saturating_mul(k as u32),
+            have: gpus.len(),
+            gpus: names(gpus, 0..gpus.len()),
+        });
+    }
+    let slots = place_gpu_slots(machine, gpus, req, no_gpu)?;
+    let tasks = (0..np as usize)
+        .filter_map(|i| join_slots(&slots.tasks, &(i * k..i * k + k).collect::<Vec<_>>()))
+        .collect();
+    Ok(GpuPlacement { tasks, ..slots })
+}
+
 /// Places `np` tasks of one node by GPU. `machine` is the node restricted to the CPUs the
 /// tasks may use; `gpus` are the GPUs they may use, in the resource manager's order (task
 /// variables name them by their position in it); `no_gpu` says why there are none, for the
@@ -1427,6 +1501,49 @@ mod tests {
             e.contains("3 task(s) need 3 GPU(s) and the step has 2 here"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn slots_per_gpu_joined_for_any_gpus_a_task_is_given() {
+        // Lassen by hand: GPUs 0,1 near package 0 (CPUs 0-1), 2,3 near package 1 (CPUs 2-3).
+        // One slot per GPU, 1c each: GPU 0 on CPU 0, GPU 1 on CPU 1, GPU 2 on 2, GPU 3 on 3.
+        let m = lassen();
+        let all = all_gpus(&m);
+        let mut r = req("gcsbnh", Some("1c"));
+        r.gpus_per_task = 2;
+        let slots = place_gpu_slots(&m, &all, &r, "none").unwrap();
+        let cpus: Vec<String> = slots.tasks.iter().map(|t| t.cpus.to_string()).collect();
+        assert_eq!(cpus, ["0", "1", "2", "3"]);
+        // Any two GPUs a resource manager gives one task: their slots joined, the first's NIC.
+        let t = join_slots(&slots.tasks, &[0, 2]).unwrap();
+        assert_eq!(
+            (t.cpus.to_string(), t.gpus.clone()),
+            ("0,2".to_string(), vec![0, 2])
+        );
+        assert_eq!(t.nic, slots.tasks[0].nic);
+        assert_eq!(t.bound_logical.len(), 2);
+        assert_eq!(
+            join_slots(&slots.tasks, &[3, 1]).unwrap().cpus.to_string(),
+            "1,3"
+        );
+        assert!(join_slots(&slots.tasks, &[]).is_none());
+        assert!(join_slots(&slots.tasks, &[4]).is_none());
+        // -c 2 over two GPUs: one CPU per slot (2 / 2), by default each slot its GPU's share:
+        // a task given GPUs 0 and 1 gets package 0's two CPUs, -c 2 as asked.
+        let mut c = req("gcsbnh", Some("1c"));
+        c.gpus_per_task = 2;
+        c.cpus_per_task = 2;
+        c.bind_asked = false;
+        let slots = place_gpu_slots(&m, &all, &c, "none").unwrap();
+        assert_eq!(cpus_of(&slots), ["0", "1", "2", "3"]);
+        assert_eq!(
+            join_slots(&slots.tasks, &[0, 1]).unwrap().cpus.to_string(),
+            "0-1"
+        );
+        // -c 3 rounds up to 2 per slot: 4 CPUs for a package's two GPUs, which has 2.
+        c.cpus_per_task = 3;
+        let r = place_gpu_slots(&m, &all, &c, "none");
+        assert!(matches!(r, Err(GpuError::Place { .. })), "{r:?}");
     }
 
     /// `packages` packages of `numas` NUMA nodes of `cores` cores of one thread each, numbered

@@ -48,8 +48,9 @@ pub use cpulist::{CpuList, CpuListError};
 pub use device::{vendor_name, Device, DeviceKind, DeviceSpec};
 pub use diag::{Diagnostic, Subject, MAX_INPUT_LEN};
 pub use gpu::{
-    gpu_name, is_fabric, is_fabric_name, is_gpu_bind, nic_name, parse_gpu_layout, place_by_gpu,
-    place_by_gpu_ranked, split_gpu_mppr, GpuError, GpuPlacement, GpuRequest, GpuTask, GroupBinding,
+    gpu_name, is_fabric, is_fabric_name, is_gpu_bind, join_slots, nic_name, parse_gpu_layout,
+    place_bound_in_order, place_by_gpu, place_by_gpu_ranked, place_gpu_slots, split_gpu_mppr,
+    GpuError, GpuPlacement, GpuRequest, GpuTask, GroupBinding,
 };
 pub use hybrid::{
     binding_for_cpus, cpus_covered, exact_binding, numa_nodes, threads_needed, threads_per_core,

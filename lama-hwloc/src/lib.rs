@@ -1061,3 +1061,24 @@ mod device_tests {
         assert!(!pci_gpu(0x0200, 0x10de)); // not a display class
     }
 }
+
+/// Whether this process may open the device file `path`, as the devices controller judges it
+/// (Slurm's `ConstrainDevices=yes`: cgroup v1's `devices.allow`/`devices.deny`, or v2's BPF
+/// device program), without opening it: `access(2)` passes a device file's check through
+/// `devcgroup_inode_permission`, as `open(2)` does, and no driver is woken. `Ok(true)`:
+/// allowed; `Ok(false)`: denied by the controller (`EPERM`); `Err`: not known (`EACCES` from
+/// the file's mode, no such file, ...).
+pub fn device_access(path: &std::path::Path) -> std::io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; access(2) writes nothing.
+    if unsafe { libc::access(c.as_ptr(), libc::R_OK | libc::W_OK) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EPERM) => Ok(false),
+        _ => Err(e),
+    }
+}

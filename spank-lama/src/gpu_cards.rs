@@ -136,26 +136,28 @@ fn card_of_gpu(fs: &dyn NodeFiles, files: &[String]) -> Result<String, String> {
     }
 }
 
-/// The PCI bus id of each of the step's GPUs (`slurm`: `SLURM_STEP_GPUS`), in the same order,
-/// when Slurm numbers this node's GPUs by gres.conf's files; `None` when it numbers them by
-/// detection, in PCI bus order, or gres.conf gives this node no GPU file (detection is then the only way
-/// Slurm has GPUs). `slurm_conf` is slurmstepd's own slurm.conf
+/// Each GPU's files, by Slurm's index.
+type GpuFiles = Vec<Vec<String>>;
+
+/// Each of this node's GPUs' files in gres.conf, by Slurm's index, when Slurm numbers the
+/// node's GPUs by gres.conf's files; `None` when it numbers them by detection, in PCI bus
+/// order, or gres.conf gives this node no GPU file (detection is then the only way Slurm has
+/// GPUs), or there is no gres.conf. `slurm_conf` is slurmstepd's own slurm.conf
 /// ([`crate::slurm_conf::config_file`], never the job's `SLURM_CONF`), beside which gres.conf
 /// is, also in configless mode; `node` is this node's `NodeName`, which gres.conf's
-/// `NodeName=` lines name.
-pub fn step_cards(
+/// `NodeName=` lines name. With the path of gres.conf, for messages.
+fn configured_files(
     slurm_conf: Option<&Path>,
     node: &str,
-    slurm: &[u32],
     fs: &dyn NodeFiles,
-) -> Result<Option<Vec<String>>, String> {
+) -> Result<(PathBuf, Option<GpuFiles>), String> {
     let conf = slurm_conf.ok_or(
         "slurmstepd has no SLURM_CONF of its own (slurmd sets it), so gres.conf cannot be found",
     )?;
     let gres = conf.with_file_name("gres.conf");
     let text = match fs.read(&gres) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((gres, None)),
         Err(e) => return Err(format!("cannot read {}: {e}", gres.display())),
     };
     let dir = gres.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -166,22 +168,46 @@ pub fn step_cards(
     };
     let numbering =
         gpu_numbering(&text, node, &include).map_err(|e| format!("{e} ({})", gres.display()))?;
-    // A gres.conf that gives this node no GPU file leaves detection as the only way Slurm has
-    // its GPUs.
     let files = match numbering {
-        GpuNumbering::Configured(files) if !files.is_empty() => files,
-        _ => return Ok(None),
+        GpuNumbering::Configured(files) if !files.is_empty() => Some(files),
+        _ => None,
+    };
+    Ok((gres, files))
+}
+
+/// gres.conf's files of Slurm's GPU `k`.
+fn files_of<'f>(
+    files: &'f [Vec<String>],
+    k: u32,
+    node: &str,
+    gres: &Path,
+) -> Result<&'f [String], String> {
+    files.get(k as usize).map(Vec::as_slice).ok_or_else(|| {
+        format!(
+            "Slurm's GPU {k} is not among the {} GPU file(s) {} gives {node}",
+            files.len(),
+            gres.display()
+        )
+    })
+}
+
+/// The PCI bus id of each of the step's GPUs (`slurm`: `SLURM_STEP_GPUS`), in the same order,
+/// when Slurm numbers this node's GPUs by gres.conf's files; `None` when it numbers them by
+/// detection ([`configured_files`]).
+pub fn step_cards(
+    slurm_conf: Option<&Path>,
+    node: &str,
+    slurm: &[u32],
+    fs: &dyn NodeFiles,
+) -> Result<Option<Vec<String>>, String> {
+    let (gres, files) = configured_files(slurm_conf, node, fs)?;
+    let Some(files) = files else {
+        return Ok(None);
     };
     slurm
         .iter()
         .map(|&k| {
-            let gpu = files.get(k as usize).ok_or_else(|| {
-                format!(
-                    "Slurm's GPU {k} is not among the {} GPU file(s) {} gives {node}",
-                    files.len(),
-                    gres.display()
-                )
-            })?;
+            let gpu = files_of(&files, k, node, &gres)?;
             card_of_gpu(fs, gpu).map_err(|e| {
                 format!(
                     "cannot tell which card Slurm's GPU {k} ({}, {}) is: {e}",
@@ -192,6 +218,81 @@ pub fn step_cards(
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
+}
+
+/// The device files of each of the step's GPUs (`slurm`, whose cards are `buses`), those
+/// that name its card: the ones Slurm's devices cgroup allows or denies for the GPU. From
+/// gres.conf where Slurm numbers the GPUs by its files (`/dev/kfd`, which names no card, is
+/// left out); with detection, the card's own: NVIDIA's `/dev/nvidia<Device Minor>`, else its
+/// DRM render node (`/sys/bus/pci/devices/<bus>/drm/renderD*`), the files Slurm's NVML, ROCm
+/// SMI and oneAPI detection give.
+pub fn step_files(
+    slurm_conf: Option<&Path>,
+    node: &str,
+    slurm: &[u32],
+    buses: &[String],
+    fs: &dyn NodeFiles,
+) -> Result<Vec<Vec<String>>, String> {
+    let (gres, files) = configured_files(slurm_conf, node, fs)?;
+    slurm
+        .iter()
+        .zip(buses)
+        .map(|(&k, bus)| {
+            let own: Vec<String> = match &files {
+                Some(files) => files_of(files, k, node, &gres)?
+                    .iter()
+                    .filter(|f| card_of_file(fs, f).is_ok_and(|c| c.eq_ignore_ascii_case(bus)))
+                    .cloned()
+                    .collect(),
+                None => files_of_card(fs, bus)?,
+            };
+            if own.is_empty() {
+                return Err(format!(
+                    "no device file of Slurm's GPU {k} names its card {bus} ({})",
+                    gres.display()
+                ));
+            }
+            Ok(own)
+        })
+        .collect()
+}
+
+/// The device file of the card at `bus`, found by detection: NVIDIA's, else DRM's render node.
+fn files_of_card(fs: &dyn NodeFiles, bus: &str) -> Result<Vec<String>, String> {
+    let bus = bus.to_ascii_lowercase();
+    let info = Path::new("/proc/driver/nvidia/gpus")
+        .join(&bus)
+        .join("information");
+    if let Ok(text) = fs.read(&info) {
+        let minor = text.lines().find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.trim() == "Device Minor")
+                .and_then(|(_, v)| v.trim().parse::<u32>().ok())
+        });
+        let minor = minor.ok_or_else(|| format!("{} has no Device Minor", info.display()))?;
+        return Ok(vec![format!("/dev/nvidia{minor}")]);
+    }
+    let drm = PathBuf::from(format!("/sys/bus/pci/devices/{bus}/drm"));
+    let mut render: Vec<String> = fs
+        .list(&drm)
+        .map_err(|e| {
+            format!(
+                "the card at {bus} is not NVIDIA's and {}: {e}",
+                drm.display()
+            )
+        })?
+        .into_iter()
+        .filter(|n| n.starts_with("renderD"))
+        .map(|n| format!("/dev/dri/{n}"))
+        .collect();
+    render.sort();
+    if render.is_empty() {
+        return Err(format!(
+            "the card at {bus} has no render node in {}",
+            drm.display()
+        ));
+    }
+    Ok(render)
 }
 
 #[cfg(test)]
@@ -337,6 +438,65 @@ mod tests {
             "/sys/devices/virtual/kfd".into(),
         );
         assert!(step_cards(conf(), "node1", &[0], &f).is_ok());
+    }
+
+    #[test]
+    fn each_gpus_own_device_files_for_the_access_check() {
+        // gres.conf's files, only those that name the GPU's card: /dev/kfd is left out.
+        let mut f = Fake::default();
+        f.texts.insert(
+            "/etc/slurm/gres.conf".into(),
+            "NodeName=node1 Name=gpu MultipleFiles=/dev/kfd,/dev/dri/renderD129\n".into(),
+        );
+        f.devices.insert("/dev/kfd".into(), (511, 0));
+        f.devices.insert("/dev/dri/renderD129".into(), (226, 129));
+        f.links.insert(
+            "/sys/dev/char/226:129/device".into(),
+            "/sys/devices/pci0000:00/0000:00:01.1/0000:03:00.0".into(),
+        );
+        let buses = ["0000:03:00.0".to_string()];
+        assert_eq!(
+            step_files(conf(), "node1", &[0], &buses, &f).unwrap(),
+            [vec!["/dev/dri/renderD129".to_string()]]
+        );
+        // A GPU none of whose files names its card (not this node's topology): refused.
+        let other = ["0000:c1:00.0".to_string()];
+        let e = step_files(conf(), "node1", &[0], &other, &f).unwrap_err();
+        assert!(
+            e.contains("no device file of Slurm's GPU 0 names its card 0000:c1:00.0"),
+            "{e}"
+        );
+        // NVIDIA with gres.conf: Slurm's GPU 0 is /dev/nvidia2 (the card at 85).
+        let fs = nvidia("Name=gpu File=/dev/nvidia[2-3]\nName=gpu File=/dev/nvidia[0-1]\n");
+        let buses = ["0000:85:00.0".to_string(), "0000:84:00.0".to_string()];
+        assert_eq!(
+            step_files(conf(), "node1", &[0, 2], &buses, &fs).unwrap(),
+            [
+                vec!["/dev/nvidia2".to_string()],
+                vec!["/dev/nvidia0".to_string()]
+            ]
+        );
+        // Detection: the card's own file, NVIDIA's by its Device Minor, else its render node.
+        let fs = nvidia("AutoDetect=nvml\n");
+        let buses = ["0000:04:00.0".to_string()];
+        assert_eq!(
+            step_files(conf(), "node1", &[0], &buses, &fs).unwrap(),
+            [vec!["/dev/nvidia1".to_string()]]
+        );
+        let mut f = Fake::default();
+        f.dirs.insert(
+            "/sys/bus/pci/devices/0000:c1:00.0/drm".into(),
+            vec!["card1".into(), "renderD129".into()],
+        );
+        assert_eq!(
+            step_files(conf(), "node1", &[0], &["0000:C1:00.0".to_string()], &f).unwrap(),
+            [vec!["/dev/dri/renderD129".to_string()]]
+        );
+        let e = step_files(conf(), "node1", &[0], &["0000:c2:00.0".to_string()], &f).unwrap_err();
+        assert!(
+            e.contains("the card at 0000:c2:00.0 is not NVIDIA's"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -7,14 +7,14 @@
 //! the runtime will see, renumbered from 0 under `ConstrainDevices=yes`). Both are read here;
 //! a step without them, or whose GPUs the topology lacks, is not placed (fail closed).
 
-use crate::placement::{omp_place_list, omp_places, StepCpus, TaskPlacement};
+pub use crate::gpu_task::SlurmPerTask;
+use crate::gpu_task::{shown_list, TaskBuilder};
+use crate::placement::{StepCpus, TaskPlacement};
 use crate::request::StepRequest;
-use lama_engine::{
-    numa_nodes, place_by_gpu_ranked, render, Device, DeviceKind, GpuError, GpuRequest, Machine,
-};
+use lama_engine::{place_by_gpu_ranked, Device, DeviceKind, GpuError, GpuRequest, Machine};
 use lama_slurm::gpu::{
-    gpus_per_task, group_notes, nic_variables, numbers_gpus_locally, parse_indexes, step_gpus,
-    step_gpus_by_uuid, task_variables, vendor_tokens, visible_variable, SlurmGpuBind, VendorTokens,
+    gpus_per_task, group_notes, numbers_gpus_locally, parse_indexes, step_gpus, step_gpus_by_uuid,
+    vendor_tokens, visible_variable, SlurmGpuBind, VendorTokens,
 };
 
 /// The GPUs of a step on this node, as Slurm gave them.
@@ -156,8 +156,50 @@ fn step_gpus_by_card<'m>(
         .collect()
 }
 
-/// This node's tasks placed by GPU, by local task id, and the notes for the user. `machine`
-/// is restricted to the step's CPUs; `globals[i]` is local task `i`'s global rank.
+/// This node's tasks placed by GPU, and the notes for the user.
+#[derive(Debug, Clone)]
+pub struct PlacedHere {
+    /// One per local task, by local task id; empty under Slurm's per-task binding, where
+    /// each task takes its placement when it starts ([`SlurmPerTask`]).
+    pub tasks: Vec<TaskPlacement>,
+    /// Under Slurm's per-task binding (`per_task:K`): the slots each task takes its
+    /// placement from.
+    pub per_task: Option<Box<SlurmPerTask>>,
+    /// What the user is told.
+    pub notes: Vec<String>,
+}
+
+/// Under Slurm's `per_task:K`: whether LAMA can tell each task's GPUs (see
+/// [`SlurmPerTask`]), else why not; `Ok(true)` when Slurm numbers each task's GPUs from 0.
+fn per_task_numbering(gpus: &StepGpus, k: u32, tasks: usize) -> Result<bool, String> {
+    let way_out = "give --gpu-bind=none to let LAMA choose each task's GPUs (each task can \
+                   then open all the step's GPUs)";
+    // Always read under per_task (see `read`).
+    let numbered_locally = gpus
+        .numbered_locally
+        .clone()
+        .unwrap_or_else(|| Err("it was not read".to_string()))
+        .map_err(|why| {
+            format!(
+                "Slurm binds {k} GPU(s) to each task itself (per_task:{k}), and whether it \
+                 names each task's GPUs by their node index could not be found out ({why}): \
+                 {way_out}"
+            )
+        })?;
+    let wanted = tasks * k as usize;
+    if wanted > gpus.slurm.len() {
+        return Err(format!(
+            "Slurm binds {k} GPU(s) to each task (per_task:{k}), and this node's {tasks} \
+             task(s) need {wanted} GPU(s) where the step has {} here; ask for more GPUs or \
+             fewer tasks",
+            gpus.slurm.len()
+        ));
+    }
+    Ok(numbered_locally)
+}
+
+/// This node's tasks placed by GPU (see [`PlacedHere`]). `machine` is restricted to the
+/// step's CPUs; `globals[i]` is local task `i`'s global rank.
 pub fn place_here(
     machine: &Machine,
     request: &StepRequest,
@@ -165,7 +207,7 @@ pub fn place_here(
     globals: &[u32],
     overcommit: bool,
     cpus: StepCpus,
-) -> Result<(Vec<TaskPlacement>, Vec<String>), String> {
+) -> Result<PlacedHere, String> {
     let Some(options) = request.gpu else {
         return Err("the request does not place by GPU".to_string());
     };
@@ -179,166 +221,114 @@ pub fn place_here(
         (None, Some(cards)) => step_gpus_by_card(&all, &gpus.slurm, cards)?,
         (None, None) => step_gpus(&all, &gpus.slurm)?,
     };
-    let mut by_rank: Vec<usize> = (0..globals.len()).collect();
-    by_rank.sort_by_key(|&i| globals[i]);
-    // `position[j]`: where the j-th GPU given to the engine is in SLURM_STEP_GPUS.
-    let (position, per_task, fixed): (Vec<usize>, u32, bool) = match &gpus.binding {
-        SlurmGpuBind::None => ((0..step.len()).collect(), gpus.per_task, false),
-        // Slurm's own assignment, which ConstrainDevices=yes enforces per task: each task gets
-        // K GPUs of the step, chosen by Slurm when the task starts (the free GPUs closest to
-        // the CPU mask task/affinity computed for it, `_get_gres_per_task` in gres.c), so not
-        // known here. LAMA places one unit per task beside the step's GPUs taken K at a time
-        // in index order, and each task takes, in `task_init`, the unit of the GPUs Slurm gave
-        // it ([`TaskPlacement::slurm_gpus`]).
-        SlurmGpuBind::PerTask(k) => {
-            let way_out = "give --gpu-bind=none to let LAMA choose each task's GPUs (each task \
-                           can then open all the step's GPUs), or use a layout without 'g'";
-            // Always read under per_task (see `read`).
-            let numbered_locally = gpus
-                .numbered_locally
-                .clone()
-                .unwrap_or_else(|| Err("it was not read".to_string()));
-            match numbered_locally {
-                Ok(false) => {}
-                Ok(true) => {
-                    return Err(format!(
-                        "Slurm binds {k} GPU(s) to each task itself (per_task:{k}, which \
-                         --gpus-per-task implies), choosing them by the task's CPUs, and with \
-                         ConstrainDevices=yes it numbers each task's GPUs from 0 \
-                         (SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES), so no task can tell which GPU \
-                         it holds and LAMA cannot place it beside it: {way_out}"
-                    ))
-                }
-                Err(why) => {
-                    return Err(format!(
-                        "Slurm binds {k} GPU(s) to each task itself (per_task:{k}), and whether \
-                         it names each task's GPUs by their node index could not be found out \
-                         ({why}): {way_out}"
-                    ));
-                }
-            }
-            let k = *k as usize;
-            let mut in_order: Vec<usize> = (0..step.len()).collect();
-            in_order.sort_by_key(|&i| gpus.slurm[i]);
-            let wanted = globals.len() * k;
-            if wanted > step.len() {
-                return Err(format!(
-                    "Slurm binds {k} GPU(s) to each task (per_task:{k}), and this node's {} \
-                     task(s) need {wanted} GPU(s) where the step has {} here; ask for more GPUs \
-                     or fewer tasks",
-                    globals.len(),
-                    step.len()
-                ));
-            }
-            in_order.truncate(wanted);
-            (in_order, k as u32, true)
-        }
+    let per_task = match &gpus.binding {
+        SlurmGpuBind::None => None,
+        SlurmGpuBind::PerTask(k) => Some((*k, per_task_numbering(gpus, *k, globals.len())?)),
         SlurmGpuBind::Other(kind) => {
             return Err(format!(
                 "Slurm binds each task to GPUs itself (--gpu-bind={}), and under \
                  ConstrainDevices=yes a task can open only those, so a layout led by 'g' cannot \
                  choose them: give --gpu-bind=none to let LAMA choose each task's GPUs, \
-                 --gpu-bind=per_task:K to keep Slurm's with each task on the CPUs near them, or \
-                 a layout without 'g'",
+                 --gpu-bind=per_task:K (or --gpus-per-task=K) to keep Slurm's with each task on \
+                 the CPUs near them, or a layout without 'g'",
                 lama_slurm::hostlist::shown(kind)
             ))
         }
     };
-    let devices: Vec<&Device> = position.iter().map(|&i| step[i]).collect();
     let req = GpuRequest {
         layout: request.layout.clone(),
         bind: (!options.bind_gpu).then(|| request.binding()),
         mppr: request.mppr.clone(),
         per_gpu: options.per_gpu,
-        gpus_per_task: per_task,
+        gpus_per_task: per_task.map_or(gpus.per_task, |(k, _)| k),
         order: request.order,
         oversubscribe: overcommit,
-        fixed,
+        fixed: per_task.is_some(),
         bind_asked: request.bind.is_some(),
         cpus_per_task: cpus.per_task.max(1),
         cpu_unit: cpus.unit,
     };
+    let fail = |e: GpuError| match e {
+        GpuError::Place { .. } if !overcommit => {
+            format!("{e} (to oversubscribe: srun --overcommit)")
+        }
+        e => e.to_string(),
+    };
+    let vendor = step.first().map_or("", |d| d.vendor.as_str());
+    let builder = TaskBuilder {
+        machine: machine.clone(),
+        verbose: request.verbose,
+        omp: request.omp,
+        cpus,
+        vendor: vendor.to_string(),
+        // Bound by Slurm, a task sees only its own GPUs, and Slurm's value of the vendor
+        // variable for it already names them: it is left alone.
+        tokens: gpus.tokens.clone().filter(|_| per_task.is_none()),
+        slurm: gpus.slurm.clone(),
+        position: (0..step.len()).collect(),
+        isolate: options.isolate,
+    };
+    if let Some((k, numbered_locally)) = per_task {
+        let placed = lama_engine::place_gpu_slots(machine, &step, &req, "the step has no GPU here")
+            .map_err(fail)?;
+        let mut notes = placed.notes.clone();
+        notes.extend(group_notes(machine, &placed, &req));
+        if request.verbose {
+            notes.push(format!(
+                "Slurm binds {k} GPU(s) to each task (per_task:{k}, which --gpus-per-task \
+                 implies) and chooses them by the task's CPU mask as it starts: each task keeps \
+                 Slurm's and runs on the CPUs placed beside them; --gpu-bind=none lets LAMA \
+                 choose each task's GPUs"
+            ));
+        }
+        let per_task = SlurmPerTask {
+            builder,
+            slots: placed.tasks,
+            per_task: k,
+            globals: globals.to_vec(),
+            numbered_locally,
+            buses: step.iter().map(|d| d.bus_id.clone()).collect(),
+            files: None,
+        };
+        return Ok(PlacedHere {
+            tasks: Vec::new(),
+            per_task: Some(Box::new(per_task)),
+            notes,
+        });
+    }
+    let mut by_rank: Vec<usize> = (0..globals.len()).collect();
+    by_rank.sort_by_key(|&i| globals[i]);
     let rank = |t: u32| by_rank.get(t as usize).map_or(t, |&local| globals[local]);
     let placed = place_by_gpu_ranked(
         machine,
-        &devices,
+        &step,
         globals.len() as u32,
         &req,
         "the step has no GPU here",
         &rank,
     )
-    .map_err(|e| match e {
-        GpuError::Place { .. } if !overcommit => {
-            format!("{e} (to oversubscribe: srun --overcommit)")
-        }
-        e => e.to_string(),
-    })?;
-    let vendor = devices.first().map_or("", |d| d.vendor.as_str());
-    // Bound by Slurm, a task sees only its own GPUs, and Slurm's value of the vendor variable
-    // for it already names them: it is left alone.
-    let tokens = gpus.tokens.as_deref().filter(|_| !fixed);
+    .map_err(fail)?;
     let mut notes = placed.notes.clone();
     // The CPU path's notes, group by group.
     notes.extend(group_notes(machine, &placed, &req));
-    if fixed && request.verbose {
-        notes.push(format!(
-            "Slurm binds {per_task} GPU(s) to each task (per_task:{per_task}, which \
-             --gpus-per-task implies) and chooses them by the task's CPUs: each task keeps \
-             Slurm's and runs on the CPUs near them; --gpu-bind=none lets LAMA choose each \
-             task's GPUs"
-        ));
-    }
-    if !fixed && (tokens.is_some_and(|t| t.len() != gpus.slurm.len()) || tokens.is_none()) {
+    let tokens = gpus.tokens.as_deref();
+    if tokens.is_none_or(|t| t.len() != gpus.slurm.len()) {
         notes.push(format!(
             "{} does not list one GPU for each of SLURM_STEP_GPUS ({}): it is left as Slurm set \
              it, and each task's GPUs are only in LAMA_GPUS",
             visible_variable(vendor),
-            gpus.slurm
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
+            shown_list(&gpus.slurm)
         ));
     }
     let mut out: Vec<Option<TaskPlacement>> = vec![None; globals.len()];
     for (k, &local) in by_rank.iter().enumerate() {
-        let t = &placed.tasks[k];
-        let own: Vec<usize> = t.gpus.iter().map(|&j| position[j]).collect();
-        let mut env = task_variables(vendor, tokens, &gpus.slurm, &own, options.isolate);
-        if let Some(n) = t.nic {
-            env.extend(nic_variables(&machine.devices()[n]));
-        }
-        let places = if request.omp {
-            let per_cpu = lama_slurm::task_env::one_place_per_cpu(cpus.per_task, cpus.unit);
-            omp_places(machine, &t.bound_logical, per_cpu)
-        } else {
-            Vec::new()
-        };
-        out[local] = Some(TaskPlacement {
-            global: globals[local],
-            pu_os: machine.pus()[t.pu_logical as usize].os,
-            pu_logical: t.pu_logical,
-            cpus: t.cpus.clone(),
-            picture: if request.verbose {
-                render::picture(machine, &t.bound_logical)
-            } else {
-                String::new()
-            },
-            omp_places: omp_place_list(&places),
-            omp_place_count: places.len(),
-            mems: numa_nodes(machine, &t.bound_logical),
-            devices: env,
-            bind: t.bind,
-            slurm_gpus: if fixed {
-                let mut mine: Vec<u32> = own.iter().map(|&i| gpus.slurm[i]).collect();
-                mine.sort_unstable();
-                mine
-            } else {
-                Vec::new()
-            },
-        });
+        out[local] = Some(builder.build(&placed.tasks[k], globals[local], false));
     }
-    Ok((out.into_iter().flatten().collect(), notes))
+    Ok(PlacedHere {
+        tasks: out.into_iter().flatten().collect(),
+        per_task: None,
+        notes,
+    })
 }
 
 #[cfg(test)]
@@ -413,9 +403,10 @@ mod tests {
     }
 
     #[test]
-    fn per_task_gpus_numbered_from_0_in_each_task_are_refused() {
+    fn how_slurm_numbers_each_tasks_gpus_is_known_or_the_step_refused() {
         // Under ConstrainDevices=yes Slurm numbers each task's GPUs from 0 (seen on 24.11 and
-        // 26.05: a task holding GPU 2 has SLURM_STEP_GPUS=0): no task can tell its GPU.
+        // 26.05: a task holding GPU 2 has SLURM_STEP_GPUS=0): each task then learns its GPUs
+        // from the device files it may open (see the next test).
         let vars = |cvd: &'static str| {
             [
                 ("SLURM_STEP_GPUS", "0,2"),
@@ -436,11 +427,9 @@ mod tests {
         // Seen in the step's own numbers (0,1 for GPUs 0 and 2), whatever the files say.
         let gpus = read(env_of(&vars("0,1")), "NVIDIA", conf(), no_files).unwrap();
         assert_eq!(gpus.numbered_locally, Some(Ok(true)));
-        let e = place(&gpus).unwrap_err();
-        assert!(
-            e.contains("numbers each task's GPUs from 0") && e.contains("--gpu-bind=none"),
-            "{e}"
-        );
+        assert!(place(&gpus).unwrap().per_task.unwrap().numbered_locally);
+        let gpus = read(env_of(&vars("0,2")), "NVIDIA", conf(), no_files).unwrap();
+        assert!(place(&gpus).is_err());
         // GPUs 0 and 1 look the same both ways: cgroup.conf decides.
         let same = [
             ("SLURM_STEP_GPUS", "0,1"),
@@ -455,10 +444,17 @@ mod tests {
         // Unknown: refused, saying why.
         let gpus = read(env_of(&same), "NVIDIA", None, constrained).unwrap();
         let e = place(&gpus).unwrap_err();
-        assert!(e.contains("slurmstepd has no SLURM_CONF of its own"), "{e}");
+        assert!(
+            e.contains("slurmstepd has no SLURM_CONF of its own") && e.contains("--gpu-bind=none"),
+            "{e}"
+        );
         let gpus = read(env_of(&same), "NVIDIA", conf(), no_files).unwrap();
         let e = place(&gpus).unwrap_err();
         assert!(e.contains("cannot read /etc/slurm/slurm.conf"), "{e}");
+    }
+
+    fn pair(p: PlacedHere) -> (Vec<TaskPlacement>, Vec<String>) {
+        (p.tasks, p.notes)
     }
 
     fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -492,6 +488,7 @@ mod tests {
             false,
             StepCpus::default(),
         )
+        .map(pair)
     }
 
     /// [`two_tasks`] with the binding `bind` asked.
@@ -508,6 +505,7 @@ mod tests {
             false,
             StepCpus::default(),
         )
+        .map(pair)
     }
 
     /// The task's `LAMA_BIND`, as `task_init` sets it.
@@ -548,6 +546,7 @@ mod tests {
             false,
             StepCpus::default(),
         )
+        .map(pair)
         .unwrap();
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(tasks[0].cpus.to_string(), "1");
@@ -662,6 +661,7 @@ mod tests {
             false,
             StepCpus::default(),
         )
+        .map(pair)
         .unwrap();
         assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0"));
         assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("2"));
@@ -698,6 +698,7 @@ mod tests {
             false,
             cpus,
         )
+        .map(pair)
         .unwrap();
         assert_eq!(tasks[0].cpus.to_string(), "0-1");
         assert_eq!(tasks[1].cpus.to_string(), "2-3");
@@ -719,54 +720,69 @@ mod tests {
         assert_eq!(tasks[0].cpus.to_string(), "0");
     }
 
+    /// The per-task slots of a step placed on `m` for local tasks of ranks `globals`.
+    fn per_task_here(m: &Machine, vars: &[(&str, &str)], globals: &[u32]) -> SlurmPerTask {
+        let gpus = read(env_of(vars), "NVIDIA", conf(), cgroup_tasks).unwrap();
+        let placed = place_here(
+            m,
+            &request("gcsbnh", None, false),
+            &gpus,
+            globals,
+            false,
+            StepCpus::default(),
+        )
+        .unwrap();
+        assert!(placed.tasks.is_empty());
+        *placed.per_task.expect("Slurm binds per task")
+    }
+
     #[test]
     fn slurms_per_task_binding_is_kept_and_other_bindings_refused() {
         // Slurm 24.11's --gpus-per-task=1 on GPUs 0 and 2: per_task:1, each task gets one,
-        // chosen by Slurm when it starts. In user_init one unit is placed per task beside the
-        // GPUs in index order, in rank order: rank 0 beside GPU 0, rank 1 beside GPU 2; each
-        // task takes the unit of its own GPU in task_init (crate::task). Local task 1 is rank
-        // 0, so rank order and local order differ. By hand: GPU 2 is near package 1 (CPUs
-        // 2-3), GPU 0 near package 0.
+        // chosen by Slurm when it starts. Each step GPU gets a slot in user_init; each task
+        // takes the slot of the GPU Slurm gave it in task_init (crate::task). By hand: GPU 2
+        // is near package 1 (CPUs 2-3), GPU 0 near package 0 (0-1); by default each slot is
+        // its GPU's share, the package.
         let vars = [
             ("SLURM_STEP_GPUS", "0,2"),
             ("CUDA_VISIBLE_DEVICES", "0,2"),
             ("SLURM_TRES_PER_TASK", "gres/gpu=1"),
             ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
         ];
-        let gpus = read(env_of(&vars), "NVIDIA", conf(), cgroup_tasks).unwrap();
-        assert_eq!(gpus.binding, SlurmGpuBind::PerTask(1));
         // Local task 0 is rank 1, local task 1 rank 0.
-        let place = |gpus: &StepGpus| {
-            place_here(
-                &node(),
-                &request("gcsbnh", None, false),
-                gpus,
-                &[1, 0],
-                false,
-                StepCpus::default(),
-            )
-            .unwrap()
-            .0
-        };
-        let tasks = place(&gpus);
-        // Each placement records the GPUs it was made beside: the lookup key of task_init.
-        assert_eq!(tasks[1].slurm_gpus, vec![0]);
-        assert_eq!(tasks[0].slurm_gpus, vec![2]);
-        assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
-        // (Each its share of the CPUs near its GPU, by default: its package's two.)
-        assert_eq!(tasks[1].cpus.to_string(), "0-1");
-        assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("2"));
-        assert_eq!(tasks[0].cpus.to_string(), "2-3");
+        let p = per_task_here(&node(), &vars, &[1, 0]);
+        assert!(!p.numbered_locally);
+        assert_eq!(p.buses, ["0000:01:00.0", "0000:81:00.0"]);
+        // Slurm gave local task 0 (rank 1) GPU 2: it runs on package 1.
+        let t = p.task(0, &[2]).unwrap();
+        assert_eq!((t.global, t.cpus.to_string()), (1, "2-3".to_string()));
+        assert_eq!(var(&t, "LAMA_GPUS"), Some("2"));
+        assert_eq!(t.slurm_gpus, vec![2]);
         // Slurm's per-task value of CUDA_VISIBLE_DEVICES is left alone.
-        assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), None);
-        assert_eq!(var(&tasks[0], "UCX_NET_DEVICES"), Some("mlx5_1:1"));
-        assert_eq!(var(&tasks[1], "UCX_NET_DEVICES"), Some("mlx5_0:1"));
+        assert_eq!(var(&t, "CUDA_VISIBLE_DEVICES"), None);
+        assert_eq!(var(&t, "UCX_NET_DEVICES"), Some("mlx5_1:1"));
+        let t = p.task(1, &[0]).unwrap();
+        assert_eq!((t.global, t.cpus.to_string()), (0, "0-1".to_string()));
+        assert_eq!(var(&t, "UCX_NET_DEVICES"), Some("mlx5_0:1"));
+        // A GPU the step lacks, or two where Slurm binds one: the task is not started.
+        let e = p.task(0, &[1]).unwrap_err();
+        assert!(
+            e.contains("GPU 1, which is not among the step's GPUs on this node (0,2)"),
+            "{e}"
+        );
+        let e = p.task(0, &[0, 2]).unwrap_err();
+        assert!(
+            e.contains("gave this task 2 GPU(s) (0,2) where it binds 1 per task"),
+            "{e}"
+        );
         // --gpu-bind=none: LAMA chooses, as without binding (rank 0 first: GPU 0).
         let mut none = vars;
         none[3] = ("SLURM_TRES_BIND", "gres/gpu:none");
-        let tasks = place(&read(env_of(&none), "NVIDIA", conf(), cgroup_tasks).unwrap());
-        assert_eq!(var(&tasks[1], "LAMA_GPUS"), Some("0"));
-        assert_eq!(var(&tasks[1], "CUDA_VISIBLE_DEVICES"), Some("0,2"));
+        let gpus = read(env_of(&none), "NVIDIA", conf(), cgroup_tasks).unwrap();
+        let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
+        assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("0"));
+        assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("0,2"));
+        assert!(tasks.iter().all(|t| t.slurm_gpus.is_empty()));
         // Another Slurm binding: refused, naming the way out.
         let mut closest = vars;
         closest[3] = ("SLURM_TRES_BIND", "gres/gpu:closest");
@@ -791,9 +807,203 @@ mod tests {
             e.contains("this node's 3 task(s) need 3 GPU(s) where the step has 2 here"),
             "{e}"
         );
-        // Without Slurm's binding no placement is tied to Slurm's GPUs.
-        let tasks = place(&read(env_of(&none), "NVIDIA", conf(), cgroup_tasks).unwrap());
-        assert!(tasks.iter().all(|t| t.slurm_gpus.is_empty()));
+    }
+
+    #[test]
+    fn under_constrain_devices_a_task_knows_its_gpus_by_the_files_it_may_open() {
+        // ConstrainDevices=yes: each task's SLURM_STEP_GPUS is 0, whichever GPU it holds; the
+        // devices cgroup lets it open only its own.
+        let vars = [
+            ("SLURM_STEP_GPUS", "0,1,2,3"),
+            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+            ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+        ];
+        let gpus = read(env_of(&vars), "NVIDIA", conf(), constrained).unwrap();
+        let placed = place_here(
+            &node(),
+            &request("gcsbnh", None, false),
+            &gpus,
+            &[0, 1],
+            false,
+            StepCpus::default(),
+        )
+        .unwrap();
+        let mut p = *placed.per_task.unwrap();
+        assert!(p.numbered_locally);
+        p.files = Some((0..4).map(|g| vec![format!("/dev/nvidia{g}")]).collect());
+        let only = |open: &'static str| {
+            move |f: &std::path::Path| -> std::io::Result<bool> { Ok(f.to_str() == Some(open)) }
+        };
+        assert_eq!(p.own_gpus(Some("0"), only("/dev/nvidia3")).unwrap(), [3]);
+        // By hand: GPUs 2 and 3 are near package 1 (CPUs 2-3), one slot each.
+        let t = p.task(0, &[3]).unwrap();
+        assert_eq!(t.cpus.to_string(), "3");
+        // The count must be Slurm's: one file for one GPU named.
+        let e = p.own_gpus(Some("0,1"), only("/dev/nvidia3")).unwrap_err();
+        assert!(
+            e.contains("may open 1 of the step's GPUs (3) where Slurm names 2"),
+            "{e}"
+        );
+        let e = p
+            .own_gpus(Some("0"), |_| {
+                Err(std::io::Error::from_raw_os_error(libc::EACCES))
+            })
+            .unwrap_err();
+        assert!(
+            e.contains("whether this task may open /dev/nvidia0 (Slurm's GPU 0) cannot be told"),
+            "{e}"
+        );
+        let e = p.own_gpus(None, only("/dev/nvidia3")).unwrap_err();
+        assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
+        // Without ConstrainDevices the task's own SLURM_STEP_GPUS names its GPUs.
+        p.numbered_locally = false;
+        assert_eq!(p.own_gpus(Some("2"), only("/dev/nvidia3")).unwrap(), [2]);
+    }
+
+    /// A transcription of Slurm's `_get_gres_per_task` (src/interfaces/gres.c, 24.11 and
+    /// 26.05), for checking the slots against Slurm's choice: tasks in local id order; each
+    /// takes, of the GPUs not yet taken, first those whose gres.conf `Cores=` (`cores[g]`)
+    /// meet its CPU mask (`masks[t]`), in index order, then any, in index order, `k` in all.
+    fn slurms_choice(cores: &[Vec<u32>], masks: &[Vec<u32>], k: usize) -> Vec<Vec<u32>> {
+        let mut free: Vec<bool> = vec![true; cores.len()];
+        let mut out = Vec::new();
+        for mask in masks {
+            let mut mine = Vec::new();
+            for closest_only in [true, false] {
+                for g in 0..cores.len() {
+                    let near = cores[g].iter().any(|c| mask.contains(c));
+                    if mine.len() < k && free[g] && (near || !closest_only) {
+                        free[g] = false;
+                        mine.push(g as u32);
+                    }
+                }
+            }
+            out.push(mine);
+        }
+        out
+    }
+
+    /// Checks that every task, given the GPUs Slurm would give it, gets CPUs near them and
+    /// that no two tasks share a CPU.
+    fn slots_serve(m: &Machine, p: &SlurmPerTask, choice: &[Vec<u32>]) -> Vec<String> {
+        let mut seen: Vec<u32> = Vec::new();
+        let mut out = Vec::new();
+        for (local, own) in choice.iter().enumerate() {
+            let t = p.task(local, own).unwrap();
+            for &g in own {
+                let near = &m.devices()[g as usize].pus;
+                let pus: Vec<u32> = near.clone().map(|q| m.pus()[q as usize].os).collect();
+                assert!(
+                    t.cpus.cpus().iter().any(|c| pus.contains(c)),
+                    "{own:?}: {}",
+                    t.cpus
+                );
+            }
+            assert!(
+                t.cpus.cpus().iter().all(|c| !seen.contains(c)),
+                "shared CPU: {}",
+                t.cpus
+            );
+            seen.extend(t.cpus.cpus());
+            out.push(t.cpus.to_string());
+        }
+        out
+    }
+
+    #[test]
+    fn the_slots_serve_whatever_gpus_slurm_gives_each_task() {
+        // The issue's examples, by hand and by the transcription. 4 GPUs: 0 and 2 near package
+        // 0 (CPUs 0-1), 1 and 3 near package 1 (2-3) (gres.conf Cores= the same).
+        let mut b = lama_engine::MachineBuilder::new("interleaved");
+        for q in 0..4 {
+            b.pu(q, true);
+            b.object(Level::Core, Some(q), &[q]);
+        }
+        b.object(Level::Socket, Some(0), &[0, 1]);
+        b.object(Level::Socket, Some(1), &[2, 3]);
+        for (g, pus) in [[0, 1], [2, 3], [0, 1], [2, 3]].iter().enumerate() {
+            b.device(DeviceSpec {
+                kind: DeviceKind::Gpu,
+                vendor: "NVIDIA".into(),
+                bus_id: format!("0000:{:02x}:00.0", g + 1),
+                uuid: None,
+                names: vec![format!("cuda{g}")],
+                pus_os: pus.to_vec(),
+                near: "Package".into(),
+            });
+        }
+        let m = b.build().unwrap();
+        let cores = vec![vec![0, 1], vec![2, 3], vec![0, 1], vec![2, 3]];
+        // per_task:2, task 0's mask on package 0, task 1's on package 1 (block): Slurm gives
+        // task 0 GPUs 0 and 2, task 1 GPUs 1 and 3; index order (0,1 | 2,3) would refuse.
+        let choice = slurms_choice(&cores, &[vec![0], vec![2]], 2);
+        assert_eq!(choice, [vec![0, 2], vec![1, 3]]);
+        let two = [
+            ("SLURM_STEP_GPUS", "0,1,2,3"),
+            ("SLURM_TRES_PER_TASK", "gres/gpu=2"),
+            ("SLURM_TRES_BIND", "gres/gpu:per_task:2"),
+        ];
+        let p = per_task_here(&m, &two, &[0, 1]);
+        assert_eq!(slots_serve(&m, &p, &choice), ["0-1", "2-3"]);
+        // --gres=gpu:4 --gpu-bind=per_task:1 -n2, both tasks on package 0 (CPUs 0 and 1):
+        // Slurm gives task 1 GPU 2, the next near package 0, not GPU 1. Spare GPUs have slots
+        // too, so task 1 runs beside GPU 2.
+        let choice = slurms_choice(&cores, &[vec![0], vec![1]], 1);
+        assert_eq!(choice, [vec![0], vec![2]]);
+        let one = [
+            ("SLURM_STEP_GPUS", "0,1,2,3"),
+            ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+        ];
+        let p = per_task_here(&m, &one, &[0, 1]);
+        assert_eq!(slots_serve(&m, &p, &choice), ["0", "1"]);
+        // Per-NUMA Cores=: 2 packages of 2 NUMA nodes of 2 cores, a GPU per NUMA node
+        // (gres.conf Cores= the NUMA node's). per_task:2 with one task per package mask: Slurm
+        // gives task 0 GPU 0 (its NUMA node) then GPU 1 (next free), task 1 GPUs 2 and 3.
+        let mut b = lama_engine::MachineBuilder::new("per-numa");
+        for q in 0..8 {
+            b.pu(q, true);
+            b.object(Level::Core, Some(q), &[q]);
+        }
+        for s in 0..2 {
+            b.object(
+                Level::Socket,
+                Some(s),
+                &[4 * s, 4 * s + 1, 4 * s + 2, 4 * s + 3],
+            );
+        }
+        for n in 0..4 {
+            b.object(Level::Numa, Some(n), &[2 * n, 2 * n + 1]);
+            b.device(DeviceSpec {
+                kind: DeviceKind::Gpu,
+                vendor: "NVIDIA".into(),
+                bus_id: format!("0000:{:02x}:00.0", n + 1),
+                uuid: None,
+                names: vec![format!("cuda{n}")],
+                pus_os: vec![2 * n, 2 * n + 1],
+                near: "NUMANode".into(),
+            });
+        }
+        let m = b.build().unwrap();
+        let cores: Vec<Vec<u32>> = (0..4).map(|n| vec![2 * n, 2 * n + 1]).collect();
+        let p = per_task_here(&m, &two, &[0, 1]);
+        for masks in [
+            vec![vec![0], vec![4]],
+            vec![vec![2], vec![0]],
+            vec![vec![6], vec![7]],
+        ] {
+            let choice = slurms_choice(&cores, &masks, 2);
+            slots_serve(&m, &p, &choice);
+        }
+        // With a spare GPU (3 GPUs, per_task:1, 2 tasks on NUMA node 2's CPUs): Slurm gives
+        // GPU 2 then GPU 0.
+        let spare = [
+            ("SLURM_STEP_GPUS", "0,1,2"),
+            ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+        ];
+        let p = per_task_here(&m, &spare, &[0, 1]);
+        let choice = slurms_choice(&cores[..3], &[vec![4], vec![5]], 1);
+        assert_eq!(choice, [vec![2], vec![0]]);
+        assert_eq!(slots_serve(&m, &p, &choice), ["4-5", "0-1"]);
     }
 
     #[test]

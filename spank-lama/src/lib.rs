@@ -12,6 +12,7 @@ pub mod cgroup;
 pub mod config;
 pub mod error;
 pub mod gpu_cards;
+pub mod gpu_task;
 pub mod gpus;
 #[cfg(test)]
 mod hostile_tests;

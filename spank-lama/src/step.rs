@@ -25,8 +25,11 @@ pub enum Step {
         request: StepRequest,
         /// `-c` and what Slurm counts as a CPU here.
         cpus: StepCpus,
-        /// One per local task, by local task id.
+        /// One per local task, by local task id (none under Slurm's per-task GPU binding).
         tasks: Vec<TaskPlacement>,
+        /// Under Slurm's per-task GPU binding: where each task, once it knows its GPUs, takes
+        /// its placement.
+        per_task: Option<Box<gpus::SlurmPerTask>>,
     },
     /// Placed by a `lama plan` plan.
     Planned {
@@ -81,8 +84,65 @@ fn global_ranks(spank: &SpankHandle) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-/// This node's placement of a step by a layout, or why not.
+/// This node's placement of a step by a layout, or why not. Where Slurm binds GPUs to each
+/// task itself (`per_task:K`, which `--gpus-per-task` implies), it chooses each task's GPUs by
+/// the CPU mask task/affinity computed for it, not by LAMA's: a layout without `g` then places
+/// each task by that layout within the CPUs beside the GPUs Slurm gives it, as the same layout
+/// led by `g` does, rather than move it away from them. Where that cannot be done (a topology
+/// without the GPUs), the tasks are placed by the layout alone, and the user is told.
 pub fn by_layout(
+    spank: &SpankHandle,
+    site: &SiteConfig,
+    node: &str,
+    request: &StepRequest,
+) -> Result<Step, StepError> {
+    let per_task = env(spank, "SLURM_STEP_GPUS")
+        .filter(|g| !g.trim().is_empty())
+        .and_then(|_| {
+            match lama_slurm::gpu::SlurmGpuBind::read(
+                env(spank, "SLURM_TRES_BIND").as_deref(),
+                env(spank, "SLURM_GPU_BIND").as_deref(),
+            ) {
+                lama_slurm::gpu::SlurmGpuBind::PerTask(k) => Some(k),
+                _ => None,
+            }
+        });
+    let Some(k) = per_task.filter(|_| request.gpu.is_none()) else {
+        return place_by_layout(spank, site, node, request);
+    };
+    let beside = StepRequest {
+        gpu: Some(crate::request::GpuOptions::default()),
+        ..request.clone()
+    };
+    let layout = &request.layout;
+    match place_by_layout(spank, site, node, &beside) {
+        Ok(step) => {
+            if request.verbose {
+                spank_log_user!(
+                    "lama: {node}: Slurm binds {k} GPU(s) to each task (per_task:{k}) and \
+                     chooses them by task/affinity's CPU mask: each task is placed by {layout} \
+                     within the CPUs beside the GPUs Slurm gives it (as --lama-map=g{layout})"
+                );
+            }
+            Ok(step)
+        }
+        Err(StepError::Failed(why)) => {
+            let warning = format!(
+                "warning: Slurm binds {k} GPU(s) to each task (per_task:{k}) by task/affinity's \
+                 CPU mask, and the tasks cannot be placed beside them ({why}): they are placed by \
+                 {layout} alone and may run away from their GPUs; --gpu-bind=none leaves every \
+                 GPU of the step to every task"
+            );
+            tracing::warn!(node, "lama: {warning}");
+            spank_log_user!("lama: {node}: {warning}");
+            place_by_layout(spank, site, node, request)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// [`by_layout`] as `request` says.
+fn place_by_layout(
     spank: &SpankHandle,
     site: &SiteConfig,
     node: &str,
@@ -151,6 +211,7 @@ pub fn by_layout(
         request,
         cpus: per_task,
         tasks: local.tasks,
+        per_task: None,
     })
 }
 
@@ -186,14 +247,24 @@ fn by_gpu(
             &crate::gpu_cards::RealFiles,
         )?;
     }
-    let (tasks, notes) = gpus::place_here(machine, request, &step_gpus, globals, overcommit, cpus)?;
+    let mut placed = gpus::place_here(machine, request, &step_gpus, globals, overcommit, cpus)?;
+    if let Some(per_task) = placed.per_task.as_mut().filter(|p| p.numbered_locally) {
+        // Each task will learn its GPUs from the device files it may open.
+        per_task.files = Some(crate::gpu_cards::step_files(
+            slurm_conf.as_deref(),
+            &slurm_node_name(spank)?,
+            &step_gpus.slurm,
+            &per_task.buses,
+            &crate::gpu_cards::RealFiles,
+        )?);
+    }
     tracing::info!(
         node, source = %resolved.source, cpus = %machine.available(),
         "lama: placed {} task(s) by GPU (SLURM_STEP_GPUS {}) with layout g{}",
         globals.len(), step_gpus.slurm.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
         request.layout
     );
-    for note in &notes {
+    for note in &placed.notes {
         tracing::warn!(node, "lama: {note}");
         spank_log_user!("lama: {node}: {note}");
     }
@@ -201,7 +272,8 @@ fn by_gpu(
     Ok(Step::Layout {
         request: request.clone(),
         cpus,
-        tasks,
+        tasks: placed.tasks,
+        per_task: placed.per_task,
     })
 }
 

@@ -2,6 +2,7 @@
 //! its `LAMA_*` and OpenMP variables and the `--lama-verbose` line, from this node's
 //! [`Step`]. An error is the message for the user's terminal.
 
+use crate::gpus::SlurmPerTask;
 use crate::placement::TaskPlacement;
 use crate::plan_file::{self, PLAN_FILE_VARIABLE, PLAN_VARIABLE};
 use crate::step::Step;
@@ -46,19 +47,18 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
             request,
             cpus,
             tasks,
+            per_task,
         } => {
-            let (local, task) = this_task(spank, tasks)?;
-            let fail = |e: String| format!("lama: {node}: task {}: {e}", task.global);
-            let gpu_unit;
-            let task = if task.slurm_gpus.is_empty() {
-                task
-            } else {
-                let given =
-                    crate::bounded::env_value(spank.getenv("SLURM_STEP_GPUS").ok().flatten());
-                gpu_unit =
-                    unit_of_slurms_gpus(tasks, task.global, given.as_deref()).map_err(fail)?;
-                &gpu_unit
+            let placed;
+            let (local, task) = match per_task {
+                Some(p) => {
+                    let local = spank.task_id().map_err(|e| e.to_string())?;
+                    placed = task_of_slurms_gpus(spank, node, p, local)?;
+                    (local, &placed)
+                }
+                None => this_task(spank, tasks)?,
             };
+            let fail = |e: String| format!("lama: {node}: task {}: {e}", task.global);
             let bound = request.binding() != lama_engine::Bind::None;
             if bound {
                 bind::set_affinity(&task.cpus).map_err(fail)?;
@@ -162,49 +162,31 @@ fn procid_is(procid: Option<&str>, rank: u32) -> Result<(), String> {
     }
 }
 
-/// Under Slurm's per-task GPU binding: the placement made beside the GPUs Slurm gave this
-/// task (`given`: the task's own `SLURM_STEP_GPUS`, which slurmstepd rewrites for each task
-/// before `task_init`), carrying the task's rank `global`. Slurm chooses a task's GPUs by the
-/// CPU mask task/affinity computed for it, so they need not be the ones its rank was placed
-/// beside in `user_init`; GPUs that match no placement of this node fail the task rather than
-/// bind it away from them.
-fn unit_of_slurms_gpus(
-    tasks: &[TaskPlacement],
-    global: u32,
-    given: Option<&str>,
+/// Under Slurm's per-task GPU binding: the calling task's placement beside the GPUs Slurm gave
+/// it ([`SlurmPerTask::own_gpus`]: its own `SLURM_STEP_GPUS`, or under `ConstrainDevices=yes`
+/// the device files it may open). A task whose GPUs cannot be told is not started rather than
+/// bound away from them.
+fn task_of_slurms_gpus(
+    spank: &SpankHandle,
+    node: &str,
+    per_task: &SlurmPerTask,
+    local: i32,
 ) -> Result<TaskPlacement, String> {
-    let way_out = "--gpu-bind=none lets LAMA choose each task's GPUs, or use a layout without 'g'";
-    let given = given.filter(|g| !g.trim().is_empty()).ok_or_else(|| {
+    let rank = usize::try_from(local)
+        .ok()
+        .and_then(|l| per_task.globals.get(l))
+        .map_or_else(|| format!("local task {local}"), |g| g.to_string());
+    let fail = |e: String| {
         format!(
-            "Slurm binds GPUs to each task, and this task's environment names none \
-             (SLURM_STEP_GPUS is not set): its GPUs are unknown, so it is not bound beside \
-             guessed ones; {way_out}"
+            "lama: {node}: task {rank}: {e}; rather than bind it away from its GPUs the task is \
+             not started (--gpu-bind=none lets LAMA choose each task's GPUs)"
         )
-    })?;
-    let mut mine = lama_slurm::gpu::parse_indexes(given)?;
-    mine.sort_unstable();
-    match tasks.iter().find(|t| t.slurm_gpus == mine) {
-        Some(unit) => Ok(TaskPlacement {
-            global,
-            ..unit.clone()
-        }),
-        None => Err(format!(
-            "Slurm gave this task GPU(s) {given} (SLURM_STEP_GPUS), which are not one of the GPU \
-             sets this node's tasks were placed beside ({}); rather than bind it away from its \
-             GPUs the task is not started; {way_out}",
-            tasks
-                .iter()
-                .map(|t| {
-                    t.slurm_gpus
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        )),
-    }
+    };
+    let given = crate::bounded::env_value(spank.getenv("SLURM_STEP_GPUS").ok().flatten());
+    let own = per_task
+        .own_gpus(given.as_deref(), lama_hwloc::device_access)
+        .map_err(fail)?;
+    per_task.task(local as usize, &own).map_err(fail)
 }
 
 fn has(spank: &SpankHandle, name: &str) -> bool {
@@ -220,55 +202,6 @@ fn setenv(spank: &mut SpankHandle, name: &str, value: String) -> Result<(), Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lama_engine::CpuList;
-
-    fn unit(global: u32, cpus: &str, gpus: &[u32]) -> TaskPlacement {
-        TaskPlacement {
-            global,
-            pu_os: 0,
-            pu_logical: 0,
-            cpus: CpuList::parse(cpus).unwrap(),
-            picture: String::new(),
-            omp_places: String::new(),
-            omp_place_count: 0,
-            mems: CpuList::new(),
-            devices: vec![("LAMA_GPUS", gpus[0].to_string())],
-            bind: None,
-            slurm_gpus: gpus.to_vec(),
-        }
-    }
-
-    #[test]
-    fn a_task_takes_the_placement_of_the_gpus_slurm_gave_it() {
-        // Rank 0 was placed beside GPU 0 (CPU 0), rank 1 beside GPU 2 (CPU 1). Slurm gave
-        // rank 0 GPU 2 (its task/affinity mask was CPU 1): it runs on CPU 1 with LAMA_GPUS=2.
-        let tasks = [unit(0, "0", &[0]), unit(1, "1", &[2])];
-        let t = unit_of_slurms_gpus(&tasks, 0, Some("2")).unwrap();
-        assert_eq!((t.global, t.cpus.to_string()), (0, "1".to_string()));
-        assert_eq!(t.devices, vec![("LAMA_GPUS", "2".to_string())]);
-        let t = unit_of_slurms_gpus(&tasks, 1, Some("0")).unwrap();
-        assert_eq!((t.global, t.cpus.to_string()), (1, "0".to_string()));
-        // Two GPUs per task, in any order.
-        let tasks = [unit(0, "0-1", &[0, 1]), unit(1, "2-3", &[2, 3])];
-        let t = unit_of_slurms_gpus(&tasks, 0, Some("3,2")).unwrap();
-        assert_eq!(t.cpus.to_string(), "2-3");
-    }
-
-    #[test]
-    fn gpus_that_match_no_placement_fail_the_task() {
-        let tasks = [unit(0, "0-1", &[0, 1]), unit(1, "2-3", &[2, 3])];
-        let e = unit_of_slurms_gpus(&tasks, 0, Some("1,2")).unwrap_err();
-        assert!(
-            e.starts_with("Slurm gave this task GPU(s) 1,2 (SLURM_STEP_GPUS), which are not one")
-                && e.contains("(0,1 2,3)")
-                && e.contains("--gpu-bind=none"),
-            "{e}"
-        );
-        let e = unit_of_slurms_gpus(&tasks, 0, None).unwrap_err();
-        assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
-        let e = unit_of_slurms_gpus(&tasks, 0, Some("x")).unwrap_err();
-        assert!(e.contains("is not a GPU index"), "{e}");
-    }
 
     #[test]
     fn a_planned_task_is_the_rank_slurm_started() {

@@ -1201,8 +1201,9 @@ t_gpu_placement() {
     # --gpus-per-task=1: Slurm binds one GPU to each task (per_task:1; under
     # ConstrainDevices=yes each task can open only that one), the free GPU closest to the CPU
     # mask task/affinity computed for the task (gres.c, _get_gres_per_task). LAMA keeps Slurm's
-    # GPU, read in each task, and runs the task on the CPU of its GPU's socket, with that
-    # socket's card; the vendor variable is Slurm's, naming one GPU.
+    # GPU, read in each task (its SLURM_STEP_GPUS, or under ConstrainDevices=yes, where that is
+    # 0 for every task, the device file it may open), and runs the task on the CPU of its GPU's
+    # socket, with that socket's card; the vendor variable is Slurm's, naming one GPU.
     per_task_gpus() {
         local rank host cpus gpus visible nic ucx step order open
         while read -r rank host cpus gpus visible nic ucx step order open; do
@@ -1212,40 +1213,40 @@ t_gpu_placement() {
             assert_eq "$1: rank $rank's UCX_NET_DEVICES" "mlx5_$((gpus / 2)):1" "$ucx" || return 1
             assert_eq "$1: rank $rank may open its GPU $gpus" "o" "${open:$gpus:1}" || return 1
             [[ "$visible" =~ ^[0-3]$ ]] || { fail "$1: rank $rank: Slurm's CUDA_VISIBLE_DEVICES [$visible] is not one GPU"; return 1; }
-            assert_eq "$1: rank $rank: Slurm's own GPU for the task" "$gpus" "$step" || return 1
             if [ "$constrained" == yes ]; then
                 assert_eq "$1: rank $rank opens only its GPU" 1 "$(echo "$open" | tr -cd o | wc -c)" || return 1
+                assert_eq "$1: rank $rank: Slurm numbers the task's GPU 0" "0 0" "$visible $step" || return 1
+            else
+                assert_eq "$1: rank $rank: Slurm's own GPU for the task" "$gpus" "$step" || return 1
             fi
         done < "$work/out"
         assert_eq "$1: ranks" "0 1" "$(report_field 1)"
     }
     if [ "$constrained" == yes ]; then
-        # Under ConstrainDevices=yes Slurm numbers each task's GPUs from 0 (a task holding GPU 2
-        # has SLURM_STEP_GPUS=0 and CUDA_VISIBLE_DEVICES=0): no task can tell which GPU it
-        # holds, so the step is refused with the ways out, and no task runs.
-        as_user srun -w node1 -n2 --gpus-per-task=1 --lama-map=gcsbnh bash -c "$task_report" > "$work/out" 2> "$work/err" \
-            && { fail "--gpus-per-task with a g layout ran under ConstrainDevices=yes"; return 1; }
-        grep -qF "numbers each task's GPUs from 0" "$work/err" && grep -qF -- "--gpu-bind=none" "$work/err" \
-            || fail "no message for --gpus-per-task under ConstrainDevices=yes: $(cat "$work/err")" || return 1
-        assert_empty "tasks that ran" "$(cat "$work/out")" || return 1
-        # Slurm's own numbers in each task, as the refusal says (no LAMA: the step runs).
+        # Slurm's own numbers in each task (no LAMA): every task's SLURM_STEP_GPUS is 0, and
+        # only the device file of its own GPU opens.
         as_user srun -w node1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:1,0 bash -c "$task_report" > "$work/out" 2> "$work/err" \
             || fail "srun without LAMA failed: $(cat "$work/err")" || return 1
         sort -n -o "$work/out" "$work/out"
         assert_eq "SLURM_STEP_GPUS in each task" "0 0" "$(report_field 8)" || return 1
         assert_eq "what each task may open (rank 0 holds GPU 2, rank 1 GPU 0)" "ddod oddd" "$(report_field 10)" || return 1
-    else
-        run_srun -w node1 -n2 --gpus-per-task=1 --lama-map=gcsbnh || fail "srun failed: $(cat "$work/err")" || return 1
-        per_task_gpus "--gpus-per-task=1" || return 1
-        # Slurm's choice against index order: task/affinity binds task 0 to CPU 1, so Slurm gives
-        # it a GPU of socket 1 (2 or 3) and task 1 one of socket 0. Each task runs beside the GPU
-        # it was given (LAMA's own order would put rank 0 beside GPU 0 on CPU 0).
-        run_srun -w node1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:1,0 --lama-map=gcsbnh || fail "srun map_cpu failed: $(cat "$work/err")" || return 1
-        per_task_gpus "map_cpu:1,0" || return 1
-        assert_eq "map_cpu:1,0: Slurm gave rank 0 a GPU of socket 1, rank 1 one of socket 0" "1 0" \
-            "$(report_field 4 | tr ' ' '\n' | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 / 2 }')" || return 1
-        assert_eq "map_cpu:1,0: CPUs" "1 0" "$(report_field 3)" || return 1
     fi
+    run_srun -w node1 -n2 --gpus-per-task=1 --lama-map=gcsbnh || fail "srun failed: $(cat "$work/err")" || return 1
+    per_task_gpus "--gpus-per-task=1" || return 1
+    # Slurm's choice against index order: task/affinity binds task 0 to CPU 1, so Slurm gives
+    # it a GPU of socket 1 (2 or 3) and task 1 one of socket 0. Each task runs beside the GPU
+    # it was given (LAMA's own order would put rank 0 beside GPU 0 on CPU 0).
+    run_srun -w node1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:1,0 --lama-map=gcsbnh || fail "srun map_cpu failed: $(cat "$work/err")" || return 1
+    per_task_gpus "map_cpu:1,0" || return 1
+    assert_eq "map_cpu:1,0: Slurm gave rank 0 a GPU of socket 1, rank 1 one of socket 0" "1 0" \
+        "$(report_field 4 | tr ' ' '\n' | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 / 2 }')" || return 1
+    assert_eq "map_cpu:1,0: CPUs" "1 0" "$(report_field 3)" || return 1
+    # A layout without 'g' where Slurm's choice and the layout disagree: csbnh puts rank 0 on
+    # CPU 0, but Slurm gives rank 0 a GPU of socket 1 (its task/affinity mask is CPU 1). Each
+    # task stays beside the GPU Slurm gave it, placed by csbnh there.
+    run_srun -w node1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:1,0 --lama-map=csbnh || fail "srun csbnh failed: $(cat "$work/err")" || return 1
+    per_task_gpus "csbnh, map_cpu:1,0" || return 1
+    assert_eq "csbnh under Slurm's per-task GPUs: CPUs" "1 0" "$(report_field 3)" || return 1
     # With --gpu-bind=none LAMA chooses: both tasks may open both GPUs, each sees its own first.
     run_srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=none --lama-map=gcsbnh || fail "srun --gpu-bind=none failed: $(cat "$work/err")" || return 1
     while read -r rank host cpus gpus visible nic ucx step order open; do

@@ -1,0 +1,192 @@
+//! A task placed by GPU: the engine's placement turned into the task's CPUs, pictures and
+//! variables ([`TaskBuilder`]), and under Slurm's per-task GPU binding, each task's GPUs read
+//! as it starts and the slots it runs on ([`SlurmPerTask`]).
+
+use crate::placement::{omp_place_list, omp_places, StepCpus, TaskPlacement};
+use lama_engine::{numa_nodes, render, GpuTask, Machine};
+use lama_slurm::gpu::{nic_variables, task_variables};
+
+/// What turns the engine's placement of a GPU task into the task's placement and variables.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskBuilder {
+    pub(crate) machine: Machine,
+    pub(crate) verbose: bool,
+    pub(crate) omp: bool,
+    pub(crate) cpus: StepCpus,
+    pub(crate) vendor: String,
+    /// Slurm's value of the vendor variable for the step, rewritten for each task; `None`
+    /// under Slurm's own per-task binding, whose per-task value is left alone.
+    pub(crate) tokens: Option<Vec<String>>,
+    /// `SLURM_STEP_GPUS`.
+    pub(crate) slurm: Vec<u32>,
+    /// `position[j]`: where the j-th GPU given to the engine is in `slurm`.
+    pub(crate) position: Vec<usize>,
+    pub(crate) isolate: bool,
+}
+
+impl TaskBuilder {
+    pub(crate) fn build(&self, t: &GpuTask, global: u32, slurm_bound: bool) -> TaskPlacement {
+        let machine = &self.machine;
+        let own: Vec<usize> = t.gpus.iter().map(|&j| self.position[j]).collect();
+        let mut env = task_variables(
+            &self.vendor,
+            self.tokens.as_deref(),
+            &self.slurm,
+            &own,
+            self.isolate,
+        );
+        if let Some(n) = t.nic {
+            env.extend(nic_variables(&machine.devices()[n]));
+        }
+        let places = if self.omp {
+            let per_cpu =
+                lama_slurm::task_env::one_place_per_cpu(self.cpus.per_task, self.cpus.unit);
+            omp_places(machine, &t.bound_logical, per_cpu)
+        } else {
+            Vec::new()
+        };
+        let mut mine: Vec<u32> = own.iter().map(|&i| self.slurm[i]).collect();
+        mine.sort_unstable();
+        TaskPlacement {
+            global,
+            pu_os: machine.pus()[t.pu_logical as usize].os,
+            pu_logical: t.pu_logical,
+            cpus: t.cpus.clone(),
+            picture: if self.verbose {
+                render::picture(machine, &t.bound_logical)
+            } else {
+                String::new()
+            },
+            omp_places: omp_place_list(&places),
+            omp_place_count: places.len(),
+            mems: numa_nodes(machine, &t.bound_logical),
+            devices: env,
+            bind: t.bind,
+            slurm_gpus: if slurm_bound { mine } else { Vec::new() },
+        }
+    }
+}
+
+/// Under Slurm's per-task GPU binding (`per_task:K`), which GPUs a task gets is known only in
+/// the task: Slurm chooses them as it starts, the free GPUs whose gres.conf `Cores=` meet the
+/// CPU mask task/affinity computed for it, then any free ones, in index order
+/// (`_get_gres_per_task` in `src/interfaces/gres.c`). So every GPU of the step gets a slot
+/// ([`lama_engine::place_gpu_slots`]), and each task runs on the slots of the GPUs it was
+/// given, read where Slurm set them ([`SlurmPerTask::own_gpus`]): whatever Slurm's choice,
+/// tasks of distinct GPUs get disjoint CPUs near their GPUs.
+#[derive(Debug, Clone)]
+pub struct SlurmPerTask {
+    pub(crate) builder: TaskBuilder,
+    /// Slot `j`: the placement beside the step's GPU `j` (its place in `SLURM_STEP_GPUS`).
+    pub(crate) slots: Vec<GpuTask>,
+    /// `K`.
+    pub per_task: u32,
+    /// Local task `i`'s global rank.
+    pub globals: Vec<u32>,
+    /// Whether Slurm numbers each task's GPUs from 0 (`ConstrainDevices=yes`), so that a task
+    /// learns its GPUs from the device files it may open, `files`.
+    pub numbered_locally: bool,
+    /// The PCI bus id of each step GPU's card, by its place in `SLURM_STEP_GPUS`.
+    pub buses: Vec<String>,
+    /// Each step GPU's device files (those that name its card), set by the caller where
+    /// `numbered_locally`.
+    pub files: Option<Vec<Vec<String>>>,
+}
+
+impl SlurmPerTask {
+    /// The task's GPUs (Slurm's indexes): from its own `SLURM_STEP_GPUS` (`given`), which
+    /// slurmstepd rewrites for each task before `task_init`; under `ConstrainDevices=yes`,
+    /// where that holds numbers from 0, from the step's GPUs whose device files the task may
+    /// open (`access`: [`lama_hwloc::device_access`]), the restriction task/cgroup set in
+    /// `task_p_pre_launch_priv` before the task was let run.
+    pub fn own_gpus(
+        &self,
+        given: Option<&str>,
+        access: impl Fn(&std::path::Path) -> std::io::Result<bool>,
+    ) -> Result<Vec<u32>, String> {
+        let given = given.filter(|g| !g.trim().is_empty()).ok_or(
+            "Slurm binds GPUs to each task, and this task's environment names none \
+             (SLURM_STEP_GPUS is not set): its GPUs are unknown",
+        )?;
+        let named = lama_slurm::gpu::parse_indexes(given)?;
+        let Some(files) = self.files.as_ref().filter(|_| self.numbered_locally) else {
+            return Ok(named);
+        };
+        let mut mine = Vec::new();
+        for (j, gpu_files) in files.iter().enumerate() {
+            let mut judged = Vec::new();
+            for f in gpu_files {
+                let ok = access(std::path::Path::new(f)).map_err(|e| {
+                    format!(
+                        "whether this task may open {f} (Slurm's GPU {}) cannot be told: {e}",
+                        self.builder.slurm[j]
+                    )
+                })?;
+                judged.push(ok);
+            }
+            match (judged.iter().all(|&o| o), judged.iter().any(|&o| o)) {
+                (true, true) => mine.push(self.builder.slurm[j]),
+                (false, false) => {}
+                _ => {
+                    return Err(format!(
+                        "this task may open some of Slurm's GPU {}'s files ({}) and not others",
+                        self.builder.slurm[j],
+                        gpu_files.join(",")
+                    ))
+                }
+            }
+        }
+        if mine.len() != named.len() {
+            return Err(format!(
+                "this task may open {} of the step's GPUs ({}) where Slurm names {} for it \
+                 (SLURM_STEP_GPUS={})",
+                mine.len(),
+                shown_list(&mine),
+                named.len(),
+                lama_slurm::hostlist::shown(given)
+            ));
+        }
+        Ok(mine)
+    }
+
+    /// Local task `local`'s placement, beside `own` (Slurm's indexes of its GPUs).
+    pub fn task(&self, local: usize, own: &[u32]) -> Result<TaskPlacement, String> {
+        let global = *self
+            .globals
+            .get(local)
+            .ok_or_else(|| format!("no placement for local task {local}"))?;
+        let mut positions = Vec::new();
+        for g in own {
+            let j = self
+                .builder
+                .slurm
+                .iter()
+                .position(|s| s == g)
+                .ok_or_else(|| {
+                    format!(
+                        "Slurm gave this task GPU {g}, which is not among the step's GPUs on this \
+                     node ({})",
+                        shown_list(&self.builder.slurm)
+                    )
+                })?;
+            positions.push(j);
+        }
+        positions.sort_unstable();
+        positions.dedup();
+        if positions.len() != self.per_task as usize {
+            return Err(format!(
+                "Slurm gave this task {} GPU(s) ({}) where it binds {} per task",
+                positions.len(),
+                shown_list(own),
+                self.per_task
+            ));
+        }
+        let joined = lama_engine::join_slots(&self.slots, &positions)
+            .ok_or_else(|| format!("no slot for GPUs {}", shown_list(own)))?;
+        Ok(self.builder.build(&joined, global, true))
+    }
+}
+
+pub(crate) fn shown_list(v: &[u32]) -> String {
+    v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}

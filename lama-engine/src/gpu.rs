@@ -349,7 +349,7 @@ pub fn nic_name(d: &Device) -> &str {
 }
 
 /// Where a resource manager binds GPUs to tasks itself and each task learns its GPUs only when
-/// it starts (Slurm's `per_task:K`, chosen by each task's CPU mask): one slot per GPU of
+/// it starts (chosen, say, by each task's CPU mask): one slot per GPU of
 /// `gpus`, in that order, each placed as a task of that one GPU would be (`req`'s layout and
 /// binding; `req.cpus_per_task` shared out over the task's `req.gpus_per_task` GPUs, rounded
 /// up), so that a task given any `K` of the GPUs runs on their slots joined ([`join_slots`]).
@@ -395,8 +395,8 @@ pub fn join_slots(slots: &[GpuTask], own: &[usize]) -> Option<GpuTask> {
 }
 
 /// What a resource manager that binds `req.gpus_per_task` GPUs to each task gives when task
-/// `i` is given the GPUs at positions `i*K .. i*K+K` (Slurm's `per_task:K` where each task's
-/// CPU mask is near those, or without task/affinity): [`place_gpu_slots`], joined task by
+/// `i` is given the GPUs at positions `i*K .. i*K+K` (a binder that follows each task's CPU
+/// mask, where task `i`'s is near those): [`place_gpu_slots`], joined task by
 /// task. A preview's view; a plugin joins the slots of the GPUs each task really gets.
 pub fn place_bound_in_order(
     machine: &Machine,

@@ -54,6 +54,9 @@ pub struct Device {
     /// What that object is, as hwloc names it (`Package L#1`, `NUMANode L#3`, `L3 L#2`,
     /// `Machine L#0`).
     pub near: String,
+    /// The PCI host bridge it is under, by the buses below it (`0000:[17-19]`), when the
+    /// topology records it: devices under one host bridge share its link to the processor.
+    pub bridge: Option<String>,
 }
 
 /// A device as a topology adapter describes it: locality given by OS indexes.
@@ -73,6 +76,8 @@ pub struct DeviceSpec {
     pub pus_os: Vec<u32>,
     /// What the locality object is.
     pub near: String,
+    /// The PCI host bridge it is under ([`Device::bridge`]).
+    pub bridge: Option<String>,
 }
 
 /// The PCI vendor's name for the vendor ids of GPUs and NICs in HPC nodes, else `None`.

@@ -1021,7 +1021,9 @@ fn holding<'a>(
 /// With fewer tasks (`np`) than units, which units the tasks use: one at a time, the unit
 /// farthest from those already chosen (whose nearest chosen unit shares the largest object
 /// with it); among equals, the one with the fewest chosen units at that distance (the least
-/// crowded domain), then the first in order. So two tasks on a node of two sockets with two
+/// crowded domain), then the one sharing a PCIe host bridge with the fewest chosen units
+/// (where the topology records them: GPUs under one host bridge share its link to the
+/// processor), then the first in order. So two tasks on a node of two sockets with two
 /// GPUs each use one GPU of each socket, not both of the first (LLNL mpibind spreads the same
 /// way), a task is never added to a domain while another has none, and the domains fill
 /// evenly: 4 tasks on 2 sockets of 4 GPUs each take 2 + 2, 6 take 3 + 3. The chosen units come
@@ -1042,7 +1044,17 @@ fn spread(m: &Machine, gpus: &[&Device], units: Vec<Vec<usize>>, np: usize) -> V
                     .collect();
                 let nearest = sizes.iter().copied().min().unwrap_or(usize::MAX);
                 let crowd = sizes.iter().filter(|&&s| s == nearest).count();
-                (nearest, std::cmp::Reverse(crowd), std::cmp::Reverse(i))
+                // Among equals, a PCIe host bridge no chosen unit uses yet.
+                let bridged = chosen
+                    .iter()
+                    .filter(|&&c| shares_bridge(gpus, &units[i], &units[c]))
+                    .count();
+                (
+                    nearest,
+                    std::cmp::Reverse(crowd),
+                    std::cmp::Reverse(bridged),
+                    std::cmp::Reverse(i),
+                )
             })
             .expect("fewer tasks than units");
         chosen.push(next);
@@ -1055,6 +1067,14 @@ fn spread(m: &Machine, gpus: &[&Device], units: Vec<Vec<usize>>, np: usize) -> V
         .chain(rest)
         .map(|i| units[i].take().expect("each unit once"))
         .collect()
+}
+
+/// Whether two units have GPUs under one PCIe host bridge (where the topology records them).
+fn shares_bridge(gpus: &[&Device], a: &[usize], b: &[usize]) -> bool {
+    a.iter().any(|&x| {
+        b.iter()
+            .any(|&y| gpus[x].bridge.is_some() && gpus[x].bridge == gpus[y].bridge)
+    })
 }
 
 /// The number of PUs of the smallest object of `m` (the whole machine at most) that holds both
@@ -1138,6 +1158,7 @@ mod tests {
             names: vec![name.into()],
             pus_os: pus_os.to_vec(),
             near: near.into(),
+            bridge: None,
         }
     }
 

@@ -7,7 +7,7 @@
 //! pus<TAB>0 2 1 3                 OS index of every PU, in logical order
 //! unavailable<TAB>3               PUs not available (omitted when all are)
 //! object<TAB>s<TAB>0<TAB>0-1      level token, OS index or -, its PUs' OS indexes
-//! device<TAB>gpu<TAB>NVIDIA<TAB>0000:04:00.0<TAB>-<TAB>cuda0,nvml0<TAB>0-1<TAB>Package L#0
+//! device<TAB>gpu<TAB>NVIDIA<TAB>0000:04:00.0<TAB>-<TAB>cuda0,nvml0<TAB>0-1<TAB>Package L#0[<TAB>0000:[00-07]]
 //! offline<TAB>4-7                 listed CPUs the OS has offline (omitted when none)
 //! kind<TAB>IntelCore<TAB>max 3900 MHz<TAB>0-7
 //! ```
@@ -55,15 +55,18 @@ impl Machine {
                 DeviceKind::Nic => "nic",
             };
             let names: Vec<String> = d.names.iter().map(|n| field(n).replace(',', " ")).collect();
+            // The host bridge, where known, as a ninth field (text without it still reads).
+            let bridge = d.bridge.as_deref().map(|b| format!("\t{}", field(b)));
             let _ = writeln!(
                 out,
-                "device\t{kind}\t{}\t{}\t{}\t{}\t{}\t{}",
+                "device\t{kind}\t{}\t{}\t{}\t{}\t{}\t{}{}",
                 field(&d.vendor),
                 field(&d.bus_id),
                 d.uuid.as_deref().map_or("-".to_string(), field),
                 names.join(","),
                 os_of(&d.pus),
-                field(&d.near)
+                field(&d.near),
+                bridge.unwrap_or_default()
             );
         }
         if !self.offline().is_empty() {
@@ -125,7 +128,7 @@ impl Machine {
                     };
                     b.object(level, os, cpus(f[3])?.cpus());
                 }
-                ("device", 8) => {
+                ("device", 8 | 9) => {
                     let kind = match f[1] {
                         "gpu" => DeviceKind::Gpu,
                         "nic" => DeviceKind::Nic,
@@ -143,6 +146,7 @@ impl Machine {
                             .collect(),
                         pus_os: cpus(f[6])?.cpus().to_vec(),
                         near: f[7].to_string(),
+                        bridge: f.get(8).map(|b| b.to_string()),
                     });
                 }
                 ("offline", 2) => {
@@ -200,6 +204,7 @@ mod tests {
                 names: vec!["cuda0".into(), "nvml0".into()],
                 pus_os: vec![1, 3],
                 near: "Package L#1".into(),
+                bridge: Some("0000:[00-07]".into()),
             })
             .device(DeviceSpec {
                 kind: DeviceKind::Nic,
@@ -209,6 +214,7 @@ mod tests {
                 names: vec![],
                 pus_os: vec![0, 2],
                 near: "Package L#0".into(),
+                bridge: None,
             })
             .offline(CpuList::parse("4-5").unwrap())
             .kind(CpuKind {
@@ -248,7 +254,7 @@ mod tests {
             "lama-machine 1\npus\t0 2 1 3\nunavailable\t3\n\
              object\tN\t0\t0,2\nobject\tN\t1\t1,3\nobject\ts\t0\t0,2\nobject\ts\t1\t1,3\n\
              object\tc\t-\t0\nobject\tc\t-\t2\nobject\tc\t-\t1\nobject\tc\t-\t3\n\
-             device\tgpu\tNVIDIA\t0000:04:00.0\tGPU-1234\tcuda0,nvml0\t1,3\tPackage L#1\n\
+             device\tgpu\tNVIDIA\t0000:04:00.0\tGPU-1234\tcuda0,nvml0\t1,3\tPackage L#1\t0000:[00-07]\n\
              device\tnic\tMellanox\t0000:05:00.0\t-\t\t0,2\tPackage L#0\n\
              offline\t4-5\nkind\tE-cores\t\t0,2\nkind\tP-cores\tmax 3900 MHz\t1,3\n"
         );

@@ -228,6 +228,7 @@ impl MachineBuilder {
                 names: d.names,
                 pus,
                 near: d.near,
+                bridge: d.bridge,
             });
             counts[k] += 1;
         }

@@ -17,8 +17,8 @@
 #![deny(missing_docs)]
 
 use hwlocality::cpu::cpuset::CpuSet;
-use hwlocality::object::attributes::ObjectAttributes;
-use hwlocality::object::types::{OSDeviceType, ObjectType};
+use hwlocality::object::attributes::{DownstreamAttributes, ObjectAttributes};
+use hwlocality::object::types::{BridgeType, OSDeviceType, ObjectType};
 use hwlocality::object::TopologyObject;
 use hwlocality::topology::builder::{BuildFlags, TopologyBuilder, TypeFilter};
 use hwlocality::topology::editor::AllowSet;
@@ -648,6 +648,25 @@ fn pci_gpu(class: u16, vendor: u16) -> bool {
     )
 }
 
+/// The PCI host bridge above `pci`, by the buses below it (`0000:[17-19]`, as lstopo writes
+/// it), if the topology has one.
+fn host_bridge(pci: &TopologyObject) -> Option<String> {
+    pci.ancestors().find_map(|a| match a.attributes() {
+        Some(ObjectAttributes::Bridge(b)) if b.upstream_type() == BridgeType::Host => {
+            match b.downstream_attributes() {
+                Some(DownstreamAttributes::PCI(p)) => Some(format!(
+                    "{:04x}:[{:02x}-{:02x}]",
+                    p.domain(),
+                    p.secondary_bus(),
+                    p.subordinate_bus()
+                )),
+                _ => None,
+            }
+        }
+        _ => None,
+    })
+}
+
 /// The GPUs and NICs of a topology, in PCI bus order: each PCI device with an OS device of
 /// either kind (a GPU when it has both), or without one a GPU by its class ([`pci_gpu`]), with
 /// its vendor, bus id, UUID and locality.
@@ -714,6 +733,7 @@ fn devices(topology: &Topology) -> Vec<DeviceSpec> {
                     .collect(),
                 pus_os,
                 near,
+                bridge: host_bridge(pci),
             },
         ));
     }
@@ -953,6 +973,22 @@ mod device_tests {
             .collect();
         assert_eq!(gpus.len(), 8);
         assert_eq!(gpus[7].names, ["cuda7", "opencl0d7", "nvml7"]);
+        // Their PCIe host bridges, by hand from the XML's depth-0 Bridges: two GPUs under each
+        // (18 and 19 under [17-19], 35 and 36 under [34-36], ...).
+        let bridges: Vec<&str> = gpus.iter().filter_map(|d| d.bridge.as_deref()).collect();
+        assert_eq!(
+            bridges,
+            [
+                "0000:[17-19]",
+                "0000:[17-19]",
+                "0000:[34-36]",
+                "0000:[34-36]",
+                "0000:[e6-e8]",
+                "0000:[e6-e8]",
+                "0000:[f3-f5]",
+                "0000:[f3-f5]"
+            ]
+        );
         // Corona: MI50s seen only as OpenCL devices, no UUID.
         let corona = io("epyc-corona.xml").expect("the io folder is complete");
         let t = table(&corona);

@@ -600,6 +600,7 @@ mod tests {
             names: vec![],
             pus: 0..1,
             near: "Machine L#0".into(),
+            bridge: None,
         };
         let a = gpu(0, Some("GPU-aaaa"));
         let b = gpu(1, Some("GPU-BBBB"));

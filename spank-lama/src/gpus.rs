@@ -368,6 +368,7 @@ mod tests {
             names: vec![name.into()],
             pus_os: pus.to_vec(),
             near: "Package".into(),
+            bridge: None,
         };
         b.device(dev(DeviceKind::Gpu, "0000:01:00.0", "cuda0", &[0, 1]));
         b.device(dev(DeviceKind::Gpu, "0000:02:00.0", "cuda1", &[0, 1]));
@@ -930,6 +931,7 @@ mod tests {
                 names: vec![format!("cuda{g}")],
                 pus_os: pus.to_vec(),
                 near: "Package".into(),
+                bridge: None,
             });
         }
         let m = b.build().unwrap();
@@ -981,6 +983,7 @@ mod tests {
                 names: vec![format!("cuda{n}")],
                 pus_os: vec![2 * n, 2 * n + 1],
                 near: "NUMANode".into(),
+                bridge: None,
             });
         }
         let m = b.build().unwrap();

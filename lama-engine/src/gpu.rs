@@ -384,13 +384,31 @@ pub fn join_slots(slots: &[GpuTask], own: &[usize]) -> Option<GpuTask> {
     bound.sort_unstable();
     bound.dedup();
     let cpus = CpuList::from_cpus(own.iter().flat_map(|&g| slots[g].cpus.cpus().to_vec()));
+    // Slots of one width of one level join into that many times the width (2 slots of 12c:
+    // 24c); else the first slot's binding names the task's.
+    let widths: Option<Vec<(u32, Level)>> = own
+        .iter()
+        .map(|&g| match slots[g].bind {
+            Some(Bind::Width { count, level }) => Some((count, level)),
+            _ => None,
+        })
+        .collect();
+    let bind = match widths.as_deref() {
+        Some([(_, level), rest @ ..]) if rest.iter().all(|(_, l)| l == level) => {
+            Some(Bind::Width {
+                count: widths.iter().flatten().map(|(c, _)| c).sum(),
+                level: *level,
+            })
+        }
+        _ => first.bind,
+    };
     Some(GpuTask {
         gpus: own.to_vec(),
         nic: first.nic,
         pu_logical: first.pu_logical,
         bound_logical: bound,
         cpus,
-        bind: first.bind,
+        bind,
     })
 }
 
@@ -1543,6 +1561,8 @@ mod tests {
         );
         assert_eq!(t.nic, slots.tasks[0].nic);
         assert_eq!(t.bound_logical.len(), 2);
+        // Two slots of 1c: the task's binding is 2c.
+        assert_eq!(t.bind, Some(Bind::parse("2c").unwrap()));
         assert_eq!(
             join_slots(&slots.tasks, &[3, 1]).unwrap().cpus.to_string(),
             "1,3"

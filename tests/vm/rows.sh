@@ -188,3 +188,70 @@ core_spec_steps() {
     on_guest grep -qE "lama: placed 4 task\(s\) .* job=$job step=0 source=LAMA's cached " /var/log/slurm/slurmd.log \
         || fail "the step did not read LAMA's topology cache: $(on_guest grep "job=$job" /var/log/slurm/slurmd.log | tail -n 2)"
 }
+
+# The guest's topology with two GPUs (for the plugin's topology= file): by hand, the PCI
+# devices at 41:00.0 (behind the expander bridge of NUMA node 1, CPUs 4-7) and 82:00.0 (NUMA
+# node 3, CPUs 12-15) made NVIDIA 3D controllers, their OS devices left out (a GPU by class).
+gpu_topology() {
+    python3 - "$work/vmnode.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+tree = ET.parse(sys.argv[1])
+made = 0
+for o in tree.iter("object"):
+    if o.get("type") == "PCIDev" and o.get("pci_busid") in ("0000:41:00.0", "0000:82:00.0"):
+        o.set("pci_type", "0302 [10de:1eb8] [10de:12a2] a1")
+        for child in list(o):
+            if child.tag == "object":
+                o.remove(child)
+        made += 1
+assert made == 2, made
+sys.stdout.write(ET.tostring(tree.getroot(), encoding="unicode"))
+PY
+}
+
+# GPUs under ConstrainDevices=yes on cgroup v2: two fake GRES GPUs (/dev/nvidia0 for the card
+# at 41:00.0, /dev/nvidia1 for 82:00.0, with NVIDIA's driver files giving their minors), gres.conf
+# Cores= by hand (CPUs 4-7 are cores 2-3, CPUs 12-15 cores 6-7), the plugin given the topology
+# above. Slurm's devices controller on cgroup v2 is a BPF program: each task may open only
+# its own GPU, numbered 0 in its environment, and learns which by access(2).
+gpus_constrained_v2() {
+    local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${SLURM_STEP_GPUS-unset} ${CUDA_VISIBLE_DEVICES-unset} $(for g in 0 1; do (: < /dev/nvidia$g) 2>&1 | grep -q "not permitted" && printf d || printf o; done)"'
+    local rc=0
+    # Slurm alone: task/affinity binds task 0 to CPU 12 (GPU 1's cores), task 1 to CPU 4.
+    as_user srun --exclusive -n2 --gpus-per-task=1 --cpu-bind=map_cpu:12,4 bash -c "$task_report" > "$work/out" 2> "$work/err" \
+        || fail "srun without LAMA failed: $(cat "$work/err")" || rc=1
+    sort -n -o "$work/out" "$work/out"
+    [ $rc -ne 0 ] || assert_eq "Slurm alone: GPU, numbers, what each task may open" "unset 0 0 do unset 0 0 od" \
+        "$(awk '{ printf "%s%s %s %s %s", (NR > 1 ? " " : ""), $4, $5, $6, $7 }' "$work/out")" || rc=1
+    # With LAMA, g and a layout without g: each task beside the GPU it may open (by hand: GPU 1
+    # near CPUs 12-15, GPU 0 near 4-7; one task per GPU takes all four).
+    local map
+    for map in gcsbnh csbnh; do
+        [ $rc -eq 0 ] || break
+        run_srun --exclusive -n2 --gpus-per-task=1 --cpu-bind=map_cpu:12,4 --lama-map=$map \
+            || { fail "srun --lama-map=$map failed: $(cat "$work/err")"; rc=1; break; }
+        assert_eq "$map: CPUs, LAMA_GPUS, SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES, devices" \
+            "12-15 1 0 0 do|4-7 0 0 0 od" \
+            "$(awk '{ printf "%s%s %s %s %s %s", (NR > 1 ? "|" : ""), $3, $4, $5, $6, $7 }' "$work/out")" || rc=1
+    done
+    on_guest rm -f /etc/slurm/gres.conf
+    return $rc
+}
+
+t_row_v2_constrained_gpus() {
+    [ -s "$work/vmnode.xml" ] || fail "no guest topology (t_setup)" || return 1
+    gpu_topology > "$work/vmnode-gpus.xml" || fail "the GPU topology could not be made" || return 1
+    on_guest sh -c 'cat > /etc/slurm/vmnode-gpus.xml' < "$work/vmnode-gpus.xml" || return 1
+    on_guest sh -c '
+        for g in 0 1; do [ -e /dev/nvidia$g ] || mknod -m 0666 /dev/nvidia$g c 195 $g; done
+        mountpoint -q /proc/driver || mount -t tmpfs -o mode=0755 nvidia-driver /proc/driver
+        for card in 0:0000:41:00.0 1:0000:82:00.0; do
+            minor=${card%%:*} bus=${card#*:}
+            mkdir -p /proc/driver/nvidia/gpus/$bus
+            printf "Model: \t\t fake\nDevice Minor: \t %s\nBus Location: \t %s\n" $minor $bus > /proc/driver/nvidia/gpus/$bus/information
+        done
+        printf "AutoDetect=off\nName=gpu File=/dev/nvidia0 Cores=2-3\nName=gpu File=/dev/nvidia1 Cores=6-7\n" > /etc/slurm/gres.conf' \
+        || fail "the fake GPUs could not be made" || return 1
+    with_config 's/^\(NodeName=vmnode .*\)$/\1 Gres=gpu:2/;$aGresTypes=gpu' 's/^ConstrainDevices=no/ConstrainDevices=yes/' \
+        gpus_constrained_v2 's|spank_lama.so|& topology=/etc/slurm/vmnode-gpus.xml|'
+}

@@ -579,7 +579,7 @@ all_tests=(t_setup t_real_topology t_io_locality t_cgroup_v2 t_layouts_core_bind
     t_layouts_numa_binding t_layouts_package_binding t_die_level t_mppr t_partial_allocation t_membind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
     t_row_broken_plugin_line t_cache_levels_on_slurms_topology t_odd_cpus_per_task_on_smt
-    t_row_core_spec_without_slurms_xml t_order_sequential t_layouts_threads_and_more
+    t_row_core_spec_without_slurms_xml t_row_v2_constrained_gpus t_order_sequential t_layouts_threads_and_more
     t_preview_is_srun t_mpi_layouts_mpich t_mpi_hybrid_mpich)
 # Open MPI direct launch needs Slurm's mpi/pmix (none in Debian sid's 26.05: docker/README.md).
 [ "$flavour" != 24.11 ] || all_tests+=(t_mpi_layouts_ompi)

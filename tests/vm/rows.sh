@@ -211,27 +211,29 @@ PY
 
 # GPUs under ConstrainDevices=yes on cgroup v2: two fake GRES GPUs (/dev/nvidia0 for the card
 # at 41:00.0, /dev/nvidia1 for 82:00.0, with NVIDIA's driver files giving their minors), gres.conf
-# Cores= by hand (CPUs 4-7 are cores 2-3, CPUs 12-15 cores 6-7), the plugin given the topology
+# Cores= their sockets (Slurm refuses Cores= that do not match socket boundaries; CPUs 0-7 are
+# cores 0-3), the plugin given the topology
 # above. Slurm's devices controller on cgroup v2 is a BPF program: each task may open only
 # its own GPU, numbered 0 in its environment, and learns which by access(2).
 gpus_constrained_v2() {
     local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${SLURM_STEP_GPUS-unset} ${CUDA_VISIBLE_DEVICES-unset} $(for g in 0 1; do (: < /dev/nvidia$g) 2>&1 | grep -q "not permitted" && printf d || printf o; done)"'
     local rc=0
     # Slurm alone: task/affinity binds task 0 to CPU 12 (GPU 1's cores), task 1 to CPU 4.
-    as_user srun --exclusive -n2 --gpus-per-task=1 --cpu-bind=map_cpu:12,4 bash -c "$task_report" > "$work/out" 2> "$work/err" \
+    as_user srun -n2 -c8 --gpus-per-task=1 --cpu-bind=map_cpu:12,4 bash -c "$task_report" > "$work/out" 2> "$work/err" \
         || fail "srun without LAMA failed: $(cat "$work/err")" || rc=1
     sort -n -o "$work/out" "$work/out"
     [ $rc -ne 0 ] || assert_eq "Slurm alone: GPU, numbers, what each task may open" "unset 0 0 do unset 0 0 od" \
         "$(awk '{ printf "%s%s %s %s %s", (NR > 1 ? " " : ""), $4, $5, $6, $7 }' "$work/out")" || rc=1
     # With LAMA, g and a layout without g: each task beside the GPU it may open (by hand: GPU 1
-    # near CPUs 12-15, GPU 0 near 4-7; one task per GPU takes all four).
+    # near CPUs 12-15, GPU 0 near 4-7; -c 8 is more than those four, so each task runs on the
+    # package holding its GPU's CPUs: 8-15 and 0-7).
     local map
     for map in gcsbnh csbnh; do
         [ $rc -eq 0 ] || break
-        run_srun --exclusive -n2 --gpus-per-task=1 --cpu-bind=map_cpu:12,4 --lama-map=$map \
+        run_srun -n2 -c8 --gpus-per-task=1 --cpu-bind=map_cpu:12,4 --lama-map=$map \
             || { fail "srun --lama-map=$map failed: $(cat "$work/err")"; rc=1; break; }
         assert_eq "$map: CPUs, LAMA_GPUS, SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES, devices" \
-            "12-15 1 0 0 do|4-7 0 0 0 od" \
+            "8-15 1 0 0 do|0-7 0 0 0 od" \
             "$(awk '{ printf "%s%s %s %s %s %s", (NR > 1 ? "|" : ""), $3, $4, $5, $6, $7 }' "$work/out")" || rc=1
     done
     on_guest rm -f /etc/slurm/gres.conf
@@ -250,8 +252,12 @@ t_row_v2_constrained_gpus() {
             mkdir -p /proc/driver/nvidia/gpus/$bus
             printf "Model: \t\t fake\nDevice Minor: \t %s\nBus Location: \t %s\n" $minor $bus > /proc/driver/nvidia/gpus/$bus/information
         done
-        printf "AutoDetect=off\nName=gpu File=/dev/nvidia0 Cores=2-3\nName=gpu File=/dev/nvidia1 Cores=6-7\n" > /etc/slurm/gres.conf' \
+        printf "AutoDetect=off\nName=gpu File=/dev/nvidia0 Cores=0-3\nName=gpu File=/dev/nvidia1 Cores=4-7\n" > /etc/slurm/gres.conf' \
         || fail "the fake GPUs could not be made" || return 1
+    local rc=0
     with_config 's/^\(NodeName=vmnode .*\)$/\1 Gres=gpu:2/;$aGresTypes=gpu' 's/^ConstrainDevices=no/ConstrainDevices=yes/' \
-        gpus_constrained_v2 's|spank_lama.so|& topology=/etc/slurm/vmnode-gpus.xml|'
+        gpus_constrained_v2 's|spank_lama.so|& topology=/etc/slurm/vmnode-gpus.xml|' || rc=1
+    # A GRES configuration slurmctld refused leaves the node drained: the next tests need it.
+    nodes_idle || { on_guest scontrol update nodename=vmnode state=resume; wait_for 60 nodes_idle; }
+    return $rc
 }

@@ -79,27 +79,33 @@ fn lama_variables(
     task_env::placed_variables(m, &asked, &t.cpus, pu, &t.bound_logical)
 }
 
+/// Slurm's GPU binding for the previewed step, as srun makes it: --gpu-bind as given, else
+/// per_task:K from --gpus-per-task, else single:N from --ntasks-per-gpu (`src/srun/launch.c`).
+pub(crate) fn slurm_binding(args: &MapArgs) -> SlurmGpuBind {
+    match (&args.gpu_bind, args.gpus_per_task, args.ntasks_per_gpu) {
+        (Some(b), _, _) => SlurmGpuBind::read(None, Some(b)),
+        (None, Some(k), _) => SlurmGpuBind::PerTask(k),
+        (None, None, Some(n)) => SlurmGpuBind::Single(n),
+        (None, None, None) => SlurmGpuBind::None,
+    }
+}
+
 /// `beside`: the layout has no 'g', and Slurm's per-task GPUs place each task (see main.rs).
 pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), Failure> {
-    // As srun: --gpus-per-task makes Slurm bind the GPUs to the tasks in order (per_task:K)
-    // unless --gpu-bind says otherwise; the plugin then keeps Slurm's GPUs.
-    let binding = match (&args.gpu_bind, args.gpus_per_task) {
-        (Some(b), _) => SlurmGpuBind::read(None, Some(b)),
-        (None, Some(k)) => SlurmGpuBind::PerTask(k),
-        (None, None) => SlurmGpuBind::None,
-    };
+    let binding = slurm_binding(args);
     let mut req = req.clone();
-    match binding {
-        SlurmGpuBind::None => {}
-        SlurmGpuBind::PerTask(k) => {
+    match (&binding, binding.own_gpus_per_task()) {
+        (SlurmGpuBind::None, _) => {}
+        (_, Some(k)) => {
             req.fixed = true;
             req.gpus_per_task = k;
         }
-        SlurmGpuBind::Other(kind) => {
+        (kind, None) => {
             return Err(Failure::Usage(format!(
-                "--gpu-bind {kind}: Slurm would bind each task to GPUs itself, and under \
-                 ConstrainDevices=yes a task can open only those, so the plugin refuses a layout \
-                 led by 'g' with it; preview --gpu-bind none (LAMA chooses) or per_task:K"
+                "--gpu-bind {kind}: Slurm would make tasks share GPUs, or name each task's, and \
+                 which of a GPU's tasks each is can be read in no task, so the plugin refuses a \
+                 layout led by 'g' with it; preview --gpu-bind none (LAMA chooses), per_task:K \
+                 or single:1"
             )))
         }
     }
@@ -137,13 +143,15 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
         args.np,
         args.distribution.as_deref().unwrap_or("block"),
         if req.fixed {
-            "Slurm binds each node's GPUs to its tasks (per_task, which --gpus-per-task \
-             implies; --gpu-bind none lets LAMA choose): each GPU has its CPUs, and each task \
-             runs on those of the GPUs Slurm gives it, which it chooses by each task's own CPU \
-             mask as the task starts; shown here in index order, Slurm's choice when task i's \
-             mask is near GPUs i*K.. (or without task/affinity)"
+            format!(
+                "Slurm binds each node's GPUs to its tasks ({binding}; --gpu-bind none lets LAMA \
+                 choose): each GPU has its CPUs, and each task runs on those of the GPUs Slurm \
+                 gives it, which it chooses by each task's own CPU mask as the task starts; shown \
+                 here in index order, Slurm's choice when task i's mask is near GPUs i*K.. (or \
+                 without task/affinity)"
+            )
         } else {
-            "tasks go round-robin over each node's GPUs in the order of the CPUs near them"
+            "tasks go round-robin over each node's GPUs in the order of the CPUs near them".into()
         }
     );
     if beside {

@@ -298,9 +298,17 @@ struct MapArgs {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     gpus_per_task: Option<u32>,
     /// With a layout led by 'g': Slurm's GPU binding, as srun's --gpu-bind: none (LAMA
-    /// chooses each task's GPUs, also with --gpus-per-task) or per_task:K.
-    #[arg(long, value_name = "none|per_task:K")]
+    /// chooses each task's GPUs, also with --gpus-per-task), per_task:K or single:1
+    /// (--ntasks-per-gpu=1).
+    #[arg(long, value_name = "none|per_task:K|single:1")]
     gpu_bind: Option<String>,
+    /// With a layout led by 'g': tasks per GPU, as srun's --ntasks-per-gpu, which makes Slurm
+    /// give each task one GPU (single:N) unless --gpu-bind says otherwise: with 1 each task
+    /// keeps its own GPU and LAMA places its CPUs near it; with more, tasks share GPUs and the
+    /// plugin refuses a layout led by 'g'.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    ntasks_per_gpu: Option<u32>,
     /// With a layout led by 'g': the GPUs of each node the step has, as Slurm numbers them
     /// (SLURM_STEP_GPUS, e.g. 0,2). Default: all of the node's GPUs.
     #[arg(long, value_name = "LIST")]
@@ -765,13 +773,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     }
     // Slurm's per-task GPUs with a layout without 'g': the plugin places each task by the
     // layout within the CPUs beside the GPUs Slurm gives it, as the layout led by 'g' does.
-    let slurm_binds = match (&args.gpu_bind, args.gpus_per_task) {
-        (Some(b), _) => matches!(
-            lama_slurm::gpu::SlurmGpuBind::read(None, Some(b)),
-            lama_slurm::gpu::SlurmGpuBind::PerTask(_)
-        ),
-        (None, k) => k.is_some(),
-    };
+    let slurm_binds = gpu::slurm_binding(&args).own_gpus_per_task().is_some();
     if slurm_binds && Layout::parse(&args.map).is_ok() {
         if let Ok(Some(beside)) = lama_slurm::gpu::request(
             &format!("g{}", args.map),
@@ -793,6 +795,7 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         (args.gpus.is_some(), "--gpus"),
         (args.gpus_per_task.is_some(), "--gpus-per-task"),
         (args.gpu_bind.is_some(), "--gpu-bind"),
+        (args.ntasks_per_gpu.is_some(), "--ntasks-per-gpu"),
         (args.constrain_devices, "--constrain-devices"),
     ];
     if let Some((_, option)) = gpu_only.iter().find(|(given, _)| *given) {

@@ -7,7 +7,7 @@
 
 /// srun's options that `lama map` takes with the same meaning: srun's spellings (short, long)
 /// and `lama map`'s option.
-const SAME: [(Option<char>, &str, &str); 12] = [
+const SAME: [(Option<char>, &str, &str); 13] = [
     (Some('N'), "nodes", "--nodes"),
     (Some('n'), "ntasks", "--np"),
     (Some('c'), "cpus-per-task", "--cpus-per-task"),
@@ -15,6 +15,7 @@ const SAME: [(Option<char>, &str, &str); 12] = [
     (None, "ntasks-per-node", "--ntasks-per-node"),
     (None, "gpus-per-task", "--gpus-per-task"),
     (None, "gpu-bind", "--gpu-bind"),
+    (None, "ntasks-per-gpu", "--ntasks-per-gpu"),
     (Some('w'), "nodelist", "--node-names"),
     (None, "lama-map", "--map"),
     (None, "lama-bind", "--bind"),
@@ -166,7 +167,8 @@ fn word(w: &str) -> Result<Option<Word>, String> {
 fn unknown(w: &str) -> String {
     format!(
         "srun option '{w}' is not one lama map knows: leave it out of the line (lama map reads \
-         -N, -n, -c, -m, --ntasks-per-node, --gpus-per-task, --gpu-bind, --cpu-bind, -w, -O and \
+         -N, -n, -c, -m, --ntasks-per-node, --gpus-per-task, --gpu-bind, --ntasks-per-gpu, \
+         --cpu-bind, -w, -O and \
          the --lama-* options, and leaves out those that place nothing, such as -p, -t, -J, \
          --mem and -o)"
     )

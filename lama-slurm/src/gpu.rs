@@ -233,7 +233,11 @@ pub enum SlurmGpuBind {
     /// starts: the free ones closest to the task's CPU mask from task/affinity (`gres.c`,
     /// `_get_gres_per_task`), in index order only without a mask. Read in each task.
     PerTask(u32),
-    /// Any other binding (`closest`, `single:N`, `map_gpu:...`, `mask_gpu:...`), as written.
+    /// `single:N` (what `--ntasks-per-gpu=N` implies, `src/srun/launch.c`): each task gets one
+    /// GPU, at most `N` tasks each, chosen by Slurm when the task starts by the task's CPU
+    /// mask (`_get_single_usable_gres`, `_assign_gres_to_task`).
+    Single(u32),
+    /// Any other binding (`closest`, `map_gpu:...`, `mask_gpu:...`), as written.
     Other(String),
 }
 
@@ -252,9 +256,38 @@ impl SlurmGpuBind {
         if kind == "none" || kind == "verbose" {
             return SlurmGpuBind::None;
         }
-        match kind.strip_prefix("per_task:").map(|k| k.parse::<u32>()) {
-            Some(Ok(k)) if k > 0 => SlurmGpuBind::PerTask(k),
+        let count = |prefix: &str| {
+            kind.strip_prefix(prefix)
+                .and_then(|k| k.parse::<u32>().ok())
+                .filter(|&k| k > 0)
+        };
+        match (count("per_task:"), count("single:")) {
+            (Some(k), _) => SlurmGpuBind::PerTask(k),
+            (_, Some(n)) => SlurmGpuBind::Single(n),
             _ => SlurmGpuBind::Other(kind.to_string()),
+        }
+    }
+
+    /// Where Slurm gives every task its own GPUs, as many each, chosen as the task starts:
+    /// that many (`per_task:K`, and `single:1`, one task per GPU). `None` for no binding, and
+    /// for bindings where tasks share GPUs (`single:N` with `N` above 1, `closest`) or that
+    /// name them (`map_gpu`, `mask_gpu`).
+    pub fn own_gpus_per_task(&self) -> Option<u32> {
+        match self {
+            SlurmGpuBind::PerTask(k) => Some(*k),
+            SlurmGpuBind::Single(1) => Some(1),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for SlurmGpuBind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SlurmGpuBind::None => f.write_str("none"),
+            SlurmGpuBind::PerTask(k) => write!(f, "per_task:{k}"),
+            SlurmGpuBind::Single(n) => write!(f, "single:{n}"),
+            SlurmGpuBind::Other(kind) => f.write_str(&crate::hostlist::shown(kind)),
         }
     }
 }
@@ -473,6 +506,18 @@ mod tests {
         assert_eq!(
             SlurmGpuBind::read(Some("gres/gpu:verbose,closest"), None),
             SlurmGpuBind::Other("closest".into())
+        );
+        // --ntasks-per-gpu=N (srun's launch.c writes single:N).
+        assert_eq!(
+            SlurmGpuBind::read(Some("gres/gpu:single:1"), None),
+            SlurmGpuBind::Single(1)
+        );
+        assert_eq!(SlurmGpuBind::Single(1).own_gpus_per_task(), Some(1));
+        assert_eq!(SlurmGpuBind::Single(2).own_gpus_per_task(), None);
+        assert_eq!(SlurmGpuBind::PerTask(2).own_gpus_per_task(), Some(2));
+        assert_eq!(
+            SlurmGpuBind::read(Some("gres/gpu:single:x"), None),
+            SlurmGpuBind::Other("single:x".into())
         );
         assert_eq!(
             SlurmGpuBind::read(None, Some("map_gpu:1,0")),

@@ -80,7 +80,9 @@ pub fn read(
     );
     // UUIDs are the same however Slurm numbers the GPUs: only numbers can tell.
     let numbers = tokens.as_deref().filter(|_| !uuids);
-    let numbered_locally = matches!(binding, SlurmGpuBind::PerTask(_))
+    let numbered_locally = binding
+        .own_gpus_per_task()
+        .is_some()
         .then(|| numbered_locally(&slurm, numbers, slurm_conf, file));
     Ok(StepGpus {
         slurm,
@@ -171,7 +173,12 @@ pub struct PlacedHere {
 
 /// Under Slurm's `per_task:K`: whether LAMA can tell each task's GPUs (see
 /// [`SlurmPerTask`]), else why not; `Ok(true)` when Slurm numbers each task's GPUs from 0.
-fn per_task_numbering(gpus: &StepGpus, k: u32, tasks: usize) -> Result<bool, String> {
+fn per_task_numbering(
+    gpus: &StepGpus,
+    binding: &SlurmGpuBind,
+    k: u32,
+    tasks: usize,
+) -> Result<bool, String> {
     let way_out = "give --gpu-bind=none to let LAMA choose each task's GPUs (each task can \
                    then open all the step's GPUs)";
     // Always read under per_task (see `read`).
@@ -181,21 +188,41 @@ fn per_task_numbering(gpus: &StepGpus, k: u32, tasks: usize) -> Result<bool, Str
         .unwrap_or_else(|| Err("it was not read".to_string()))
         .map_err(|why| {
             format!(
-                "Slurm binds {k} GPU(s) to each task itself (per_task:{k}), and whether it \
-                 names each task's GPUs by their node index could not be found out ({why}): \
-                 {way_out}"
+                "Slurm binds {k} GPU(s) to each task itself ({binding}), and whether it names \
+                 each task's GPUs by their node index could not be found out ({why}): {way_out}"
             )
         })?;
     let wanted = tasks * k as usize;
     if wanted > gpus.slurm.len() {
         return Err(format!(
-            "Slurm binds {k} GPU(s) to each task (per_task:{k}), and this node's {tasks} \
-             task(s) need {wanted} GPU(s) where the step has {} here; ask for more GPUs or \
-             fewer tasks",
+            "Slurm binds {k} GPU(s) to each task ({binding}), and this node's {tasks} task(s) \
+             need {wanted} GPU(s) where the step has {} here; ask for more GPUs or fewer tasks",
             gpus.slurm.len()
         ));
     }
     Ok(numbered_locally)
+}
+
+/// Why a layout led by 'g' is refused under a Slurm binding where tasks share GPUs, or that
+/// names them.
+fn shared_binding(binding: &SlurmGpuBind) -> String {
+    let why = match binding {
+        SlurmGpuBind::Single(n) => format!(
+            "gives each task one GPU shared by up to {n} tasks (--ntasks-per-gpu={n} implies \
+             --gpu-bind=single:{n}), and which of a GPU's tasks each is can be read in no task"
+        ),
+        SlurmGpuBind::Other(kind) if kind.starts_with("closest") => "gives each task every \
+            GPU near its CPU mask (--gpu-bind=closest), shared with the other tasks there, and \
+            which of them each task is can be read in no task"
+            .to_string(),
+        other => format!("binds each task to the GPUs --gpu-bind={other} names"),
+    };
+    format!(
+        "Slurm {why}, so a layout led by 'g' cannot place each task beside its GPUs without \
+         guessing: give --gpus-per-task=K (or --ntasks-per-gpu=1: each task its own GPUs, \
+         whose CPUs each task takes as it starts), --gpu-bind=none to let LAMA choose each \
+         task's GPUs, or a layout without 'g'"
+    )
 }
 
 /// This node's tasks placed by GPU (see [`PlacedHere`]). `machine` is restricted to the
@@ -221,19 +248,10 @@ pub fn place_here(
         (None, Some(cards)) => step_gpus_by_card(&all, &gpus.slurm, cards)?,
         (None, None) => step_gpus(&all, &gpus.slurm)?,
     };
-    let per_task = match &gpus.binding {
-        SlurmGpuBind::None => None,
-        SlurmGpuBind::PerTask(k) => Some((*k, per_task_numbering(gpus, *k, globals.len())?)),
-        SlurmGpuBind::Other(kind) => {
-            return Err(format!(
-                "Slurm binds each task to GPUs itself (--gpu-bind={}), and under \
-                 ConstrainDevices=yes a task can open only those, so a layout led by 'g' cannot \
-                 choose them: give --gpu-bind=none to let LAMA choose each task's GPUs, \
-                 --gpu-bind=per_task:K (or --gpus-per-task=K) to keep Slurm's with each task on \
-                 the CPUs near them, or a layout without 'g'",
-                lama_slurm::hostlist::shown(kind)
-            ))
-        }
+    let per_task = match (&gpus.binding, gpus.binding.own_gpus_per_task()) {
+        (SlurmGpuBind::None, _) => None,
+        (b, Some(k)) => Some((k, per_task_numbering(gpus, b, k, globals.len())?)),
+        (b, None) => return Err(shared_binding(b)),
     };
     let req = GpuRequest {
         layout: request.layout.clone(),
@@ -275,10 +293,10 @@ pub fn place_here(
         notes.extend(group_notes(machine, &placed, &req));
         if request.verbose {
             notes.push(format!(
-                "Slurm binds {k} GPU(s) to each task (per_task:{k}, which --gpus-per-task \
-                 implies) and chooses them by the task's CPU mask as it starts: each task keeps \
-                 Slurm's and runs on the CPUs placed beside them; --gpu-bind=none lets LAMA \
-                 choose each task's GPUs"
+                "Slurm binds {k} GPU(s) to each task ({}) and chooses them by the task's CPU \
+                 mask as it starts: each task keeps Slurm's and runs on the CPUs placed beside \
+                 them; --gpu-bind=none lets LAMA choose each task's GPUs",
+                gpus.binding
             ));
         }
         let per_task = SlurmPerTask {
@@ -806,6 +824,30 @@ mod tests {
         .unwrap_err();
         assert!(
             e.contains("this node's 3 task(s) need 3 GPU(s) where the step has 2 here"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn one_task_per_gpu_takes_its_gpus_slot_and_shared_gpus_are_refused() {
+        // --ntasks-per-gpu=1: srun writes single:1; Slurm gives each task its own GPU, chosen
+        // as it starts, like per_task:1. By hand: GPU 2 near package 1 (CPUs 2-3).
+        let single = [
+            ("SLURM_STEP_GPUS", "0,2"),
+            ("SLURM_TRES_BIND", "gres/gpu:single:1"),
+        ];
+        let p = per_task_here(&node(), &single, &[0, 1]);
+        assert_eq!(p.task(0, &[2]).unwrap().cpus.to_string(), "2-3");
+        // --ntasks-per-gpu=2: tasks share a GPU and none can tell which of its tasks it is.
+        let shared = [
+            ("SLURM_STEP_GPUS", "0,2"),
+            ("SLURM_TRES_BIND", "gres/gpu:single:2"),
+        ];
+        let gpus = read(env_of(&shared), "NVIDIA", conf(), cgroup_tasks).unwrap();
+        let e = two_tasks("gcsbnh", &gpus).unwrap_err();
+        assert!(
+            e.contains("one GPU shared by up to 2 tasks (--ntasks-per-gpu=2")
+                && e.contains("--ntasks-per-gpu=1"),
             "{e}"
         );
     }

@@ -96,17 +96,13 @@ pub fn by_layout(
     node: &str,
     request: &StepRequest,
 ) -> Result<Step, StepError> {
+    let binding = lama_slurm::gpu::SlurmGpuBind::read(
+        env(spank, "SLURM_TRES_BIND").as_deref(),
+        env(spank, "SLURM_GPU_BIND").as_deref(),
+    );
     let per_task = env(spank, "SLURM_STEP_GPUS")
         .filter(|g| !g.trim().is_empty())
-        .and_then(|_| {
-            match lama_slurm::gpu::SlurmGpuBind::read(
-                env(spank, "SLURM_TRES_BIND").as_deref(),
-                env(spank, "SLURM_GPU_BIND").as_deref(),
-            ) {
-                lama_slurm::gpu::SlurmGpuBind::PerTask(k) => Some(k),
-                _ => None,
-            }
-        });
+        .and_then(|_| binding.own_gpus_per_task());
     let Some(k) = per_task.filter(|_| request.gpu.is_none()) else {
         return place_by_layout(spank, site, node, request);
     };
@@ -119,16 +115,16 @@ pub fn by_layout(
         Ok(step) => {
             if request.verbose {
                 spank_log_user!(
-                    "lama: {node}: Slurm binds {k} GPU(s) to each task (per_task:{k}) and \
-                     chooses them by task/affinity's CPU mask: each task is placed by {layout} \
-                     within the CPUs beside the GPUs Slurm gives it (as --lama-map=g{layout})"
+                    "lama: {node}: Slurm binds {k} GPU(s) to each task ({binding}) and chooses \
+                     them by task/affinity's CPU mask: each task is placed by {layout} within \
+                     the CPUs beside the GPUs Slurm gives it (as --lama-map=g{layout})"
                 );
             }
             Ok(step)
         }
         Err(StepError::Failed(why)) => {
             let warning = format!(
-                "warning: Slurm binds {k} GPU(s) to each task (per_task:{k}) by task/affinity's \
+                "warning: Slurm binds {k} GPU(s) to each task ({binding}) by task/affinity's \
                  CPU mask, and the tasks cannot be placed beside them ({why}): they are placed by \
                  {layout} alone and may run away from their GPUs; --gpu-bind=none leaves every \
                  GPU of the step to every task"

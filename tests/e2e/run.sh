@@ -1241,6 +1241,15 @@ t_gpu_placement() {
     assert_eq "map_cpu:1,0: Slurm gave rank 0 a GPU of socket 1, rank 1 one of socket 0" "1 0" \
         "$(report_field 4 | tr ' ' '\n' | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 / 2 }')" || return 1
     assert_eq "map_cpu:1,0: CPUs" "1 0" "$(report_field 3)" || return 1
+    # --ntasks-per-gpu=1 (srun writes Slurm's single:1): each task its own GPU, chosen as it
+    # starts by its mask as above; LAMA keeps it. With 2, tasks share a GPU and no task can tell
+    # which of the GPU's tasks it is: refused before the tasks run.
+    run_srun -w node1 -n2 --ntasks-per-gpu=1 --cpu-bind=map_cpu:1,0 --lama-map=gcsbnh || fail "srun --ntasks-per-gpu=1 failed: $(cat "$work/err")" || return 1
+    per_task_gpus "--ntasks-per-gpu=1, map_cpu:1,0" || return 1
+    assert_eq "--ntasks-per-gpu=1: CPUs" "1 0" "$(report_field 3)" || return 1
+    as_user srun -w node1 -n2 --ntasks-per-gpu=2 --lama-map=gcsbnh true > "$work/out" 2> "$work/err" \
+        && { fail "--ntasks-per-gpu=2 with a g layout ran"; return 1; }
+    grep -qF "one GPU shared by up to 2 tasks" "$work/err" || fail "no message for --ntasks-per-gpu=2: $(cat "$work/err")" || return 1
     # A layout without 'g' where Slurm's choice and the layout disagree: csbnh puts rank 0 on
     # CPU 0, but Slurm gives rank 0 a GPU of socket 1 (its task/affinity mask is CPU 1). Each
     # task stays beside the GPU Slurm gave it, placed by csbnh there.

@@ -16,6 +16,8 @@
 //! [`load_whole`] does not, for callers that restrict with CPUs of their own (a step's).
 #![deny(missing_docs)]
 
+pub mod bind;
+
 use hwlocality::cpu::cpuset::CpuSet;
 use hwlocality::object::attributes::{DownstreamAttributes, ObjectAttributes};
 use hwlocality::object::types::{BridgeType, OSDeviceType, ObjectType};

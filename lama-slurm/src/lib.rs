@@ -11,4 +11,6 @@ pub mod familiar;
 pub mod gpu;
 pub mod gres_conf;
 pub mod hostlist;
+pub mod node;
+pub mod node_env;
 pub mod task_env;

@@ -39,49 +39,7 @@ impl UserOptions {
     }
 }
 
-/// Who asked for LAMA in this step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// The user, with `--lama-*` options: failures fail the step.
-    User,
-    /// The site default: failures follow `on_default_failure`.
-    Site,
-}
-
-/// A step's LAMA request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepRequest {
-    /// The layout.
-    pub layout: Layout,
-    /// The binding asked for (by the user or the site); `None`: the default, `1c`, widened to
-    /// cover `-c` CPUs per task (see [`effective_bind`]).
-    pub bind: Option<Bind>,
-    /// The memory binding.
-    pub membind: Membind,
-    /// MPPR limits.
-    pub mppr: Mppr,
-    /// Rank ordering on the node.
-    pub order: Order,
-    /// Who asked.
-    pub origin: Origin,
-    /// Print one line per task.
-    pub verbose: bool,
-    /// Set the OpenMP variables that match each task's binding.
-    pub omp: bool,
-    /// Placement by GPU (a layout led by `g`; `layout` is the rest).
-    pub gpu: Option<GpuOptions>,
-}
-
-/// What a layout led by `g` adds (docs/devices.md).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GpuOptions {
-    /// `k:g` in `--lama-mppr`: at most k tasks per GPU.
-    pub per_gpu: Option<u32>,
-    /// `--lama-bind=1g`: each task bound to all the step's CPUs near its GPU.
-    pub bind_gpu: bool,
-    /// `--lama-gpu-isolate`: each task sees only its own GPUs.
-    pub isolate: bool,
-}
+pub use lama_slurm::node::{GpuOptions, Origin, StepRequest};
 
 /// Why the options cannot make a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,31 +67,6 @@ impl fmt::Display for RequestError {
 }
 
 impl std::error::Error for RequestError {}
-
-impl StepRequest {
-    /// The binding in force: the one asked for, else the built-in default for the layout
-    /// (`1c`; `1h` for a layout led by `h`). In slurmstepd the plugin replaces `bind` by
-    /// [`effective_bind`]'s answer once the node is known.
-    pub fn binding(&self) -> Bind {
-        self.bind.unwrap_or_else(|| Bind::default_for(&self.layout))
-    }
-
-    /// The layout as the user wrote it (`g` in front for placement by GPU).
-    pub fn layout_text(&self) -> String {
-        match self.gpu {
-            Some(_) => format!("g{}", self.layout),
-            None => self.layout.to_string(),
-        }
-    }
-
-    /// The binding in force as the user writes it (`1g` for the CPUs near each task's GPU).
-    pub fn binding_text(&self) -> String {
-        match self.gpu {
-            Some(g) if g.bind_gpu => "1g".to_string(),
-            _ => self.binding().to_string(),
-        }
-    }
-}
 
 /// A syntax error of `option`; a familiar Slurm or Open MPI spelling is refused with its LAMA
 /// equivalent.

@@ -12,23 +12,7 @@ use crate::config::SiteConfig;
 use lama_engine::{CpuList, CpuUnit, Machine};
 use slurm_spank::SpankHandle;
 
-/// What Slurm gave each task of the step: `-c` CPUs, counted in `unit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StepCpus {
-    /// CPUs per task (`-c`, `S_STEP_CPUS_PER_TASK`; 1 without `-c`).
-    pub per_task: u32,
-    /// What Slurm counts as a CPU on this node.
-    pub unit: CpuUnit,
-}
-
-impl Default for StepCpus {
-    fn default() -> Self {
-        StepCpus {
-            per_task: 1,
-            unit: CpuUnit::Thread,
-        }
-    }
-}
+pub use lama_slurm::node::StepCpus;
 
 /// The CPUs this step may use on this node ([`decide`]): its cgroup cpuset as Slurm configured
 /// it and the cores Slurm allocated to it (`S_STEP_ALLOC_CORES`); `Err` when neither can be

@@ -16,6 +16,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 mod color;
+mod exec;
 mod gpu;
 mod manual;
 mod plan;
@@ -53,6 +54,12 @@ enum Command {
     /// its variables) with what LAMA placed for it; with a program after `--`, watch the
     /// program's threads while it runs.
     Verify(Box<verify::VerifyArgs>),
+    /// Run a program as one rank placed by LAMA, under any launcher (`mpirun -np 8 lama exec
+    /// --map scbnh -- ./app`, `mpiexec`, `srun` with or without the plugin, `flux run`,
+    /// `jsrun`): it finds its rank from the launcher's variables, places its node's ranks with
+    /// the plugin's rules among the CPUs its cgroup allows, binds itself and executes the
+    /// program.
+    Exec(Box<exec::ExecArgs>),
     /// Show a topology as the engine sees it: levels in containment order, widths, available PUs.
     Topology {
         /// An hwloc XML file, an hwloc synthetic description, or `host`.
@@ -467,6 +474,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Map(args) => map(*args),
         Command::Plan(args) => plan::run(*args),
         Command::Verify(args) => verify::run(*args),
+        Command::Exec(args) => exec::run(*args),
         Command::Topology { topology, restrict } => {
             let machine = load(&topology)?;
             let machine = match restrict {

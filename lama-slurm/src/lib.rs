@@ -11,6 +11,7 @@ pub mod familiar;
 pub mod gpu;
 pub mod gres_conf;
 pub mod hostlist;
+pub mod launcher;
 pub mod node;
 pub mod node_env;
 pub mod task_env;

@@ -281,6 +281,49 @@ EOF
 
 # A heterogeneous step: two components, each with its own --lama-* options, one MPI job
 # (MPI_COMM_WORLD spans both: MPI rank = SLURM_PROCID = 0..3 across the components).
+# `lama exec`: one LAMA command line places the ranks of every launcher the same way, with no
+# --lama-* option for the plugin (which then leaves every step alone): Open MPI's mpirun and
+# MPICH's hydra (mpiexec.mpich, whose proxies srun starts) inside a batch job, and srun itself;
+# each rank's mask as the MPI program reads it after MPI_Init. All equal to what the plugin
+# gives srun --lama-map=scbnh, and to lama map's preview.
+t_lama_exec_launchers() {
+    local script
+    script=$(cat <<EOF
+#!/bin/bash
+#SBATCH -N3 -n6
+echo "== ompi"
+mpirun lama exec --map scbnh -- $bin/mpitest-ompi report
+echo "== hydra"
+mpiexec.mpich -n 6 lama exec --map scbnh -- $bin/mpitest-mpich report
+echo "== srun"
+srun --mpi=pmi2 lama exec --map scbnh -- $bin/mpitest-mpich report
+echo "== plugin"
+srun --mpi=pmi2 --lama-map=scbnh $bin/mpitest-mpich report
+echo "== end"
+EOF
+)
+    printf '%s\n' "$script" | as_user sh -c 'cat > /tmp/lama-exec.sh' || return 1
+    on node1 rm -f /tmp/lama-exec.out
+    as_user timeout 300 sbatch --parsable --wait -o /tmp/lama-exec.out /tmp/lama-exec.sh > /dev/null 2> "$work/err" \
+        || { fail "the batch job failed: $(cat "$work/err"; on node1 tail -n 20 /tmp/lama-exec.out)"; return 1; }
+    on node1 cat /tmp/lama-exec.out > "$work/batch"
+    section() { awk -v s="== $1" '/^== / { on = ($0 == s); next } on && /^[0-9]+ / { print }' "$work/batch" | sort -n; }
+    section plugin > "$work/out"
+    report_complete 6 || return 1
+    local plugin; plugin=$(actual_cpus)
+    # By hand: node1's two sockets of one core (CPUs 0 and 1), node2's one core of two threads
+    # (the default binding cannot give two ranks a core each: one thread each), node3's two cores.
+    assert_eq "the plugin, by hand" "node1:0 node1:1 node2:0 node2:1 node3:0 node3:1" "$plugin" || return 1
+    assert_eq "the plugin against lama map" "$(predict --map scbnh)" "$plugin" || return 1
+    local launcher
+    for launcher in ompi hydra srun; do
+        section $launcher > "$work/out"
+        report_complete 6 || { fail "$launcher: $(cat "$work/batch")"; return 1; }
+        assert_eq "lama exec under $launcher, after MPI_Init" "$plugin" "$(actual_cpus)" || return 1
+        assert_eq "lama exec under $launcher: LAMA_CPUS" "0 1 0 1 0 1" "$(report_field 4)" || return 1
+    done
+}
+
 t_mpi_het_step() {
     local lib=mpich
     as_user timeout 120 srun --mpi=pmi2 -w node1 -n2 --lama-map=scbnh --lama-bind=1c "$bin/mpitest-$lib" report \
@@ -384,7 +427,7 @@ t_mpi_daemons_still_up() {
 all_tests=(t_mpi_setup t_mpi_pmix_in_slurm t_mpi_layouts_mpich t_mpi_hybrid_mpich t_mpi_het_step)
 # Open MPI direct launch needs Slurm's mpi/pmix (none in Debian sid's 26.05, above).
 [ "$flavour" == 24.11 ] && all_tests+=(t_mpi_layouts_ompi t_mpi_hybrid_ompi t_mpi_record_plan_rerun)
-all_tests+=(t_mpirun_in_batch t_mpi_daemons_still_up)
+all_tests+=(t_mpirun_in_batch t_lama_exec_launchers t_mpi_daemons_still_up)
 
 selected=("$@")
 [ ${#selected[@]} -gt 0 ] || selected=("${all_tests[@]}")

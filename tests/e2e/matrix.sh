@@ -19,22 +19,25 @@ declare -A tests_of=(
     [contain-devices]="t_row_contain_devices t_gpu_placement"
     [many-nodes]="t_row_many_nodes"
     [node-name]="t_row_node_name"
+    [no-plugin]="t_row_no_plugin"
 )
-rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional contain-devices many-nodes node-name)
+rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional contain-devices many-nodes node-name no-plugin)
 [ $# -gt 0 ] && rows=("$@")
 
 passed=0 failed=0
 for row in "${rows[@]}"; do
     [ -n "${tests_of[$row]:-}" ] || { echo "matrix: unknown row $row (rows: ${!tests_of[*]})" >&2; exit 2; }
     echo "== row $row: $(head -n1 "$top/docker/configs/$row.conf" | sed 's/^# *//')"
-    if ! LAMA_CONFIG=$row "$top/docker/cluster.sh" up > "${TMPDIR:-/tmp}/lama-matrix-up-${LAMA_CLUSTER:-default}.log" 2>&1; then
+    # The row no-plugin is a cluster started without the plugin.
+    plugin=; [ "$row" == no-plugin ] && plugin=none
+    if ! LAMA_PLUGIN=$plugin LAMA_CONFIG=$row "$top/docker/cluster.sh" up > "${TMPDIR:-/tmp}/lama-matrix-up-${LAMA_CLUSTER:-default}.log" 2>&1; then
         cat "${TMPDIR:-/tmp}/lama-matrix-up-${LAMA_CLUSTER:-default}.log" >&2
         echo "FAIL row $row: the cluster did not come up"
         failed=$((failed + 1))
         continue
     fi
     # shellcheck disable=SC2086
-    out=$("$top/tests/e2e/run.sh" ${tests_of[$row]} t_daemons_still_up 2>&1)
+    out=$(LAMA_NO_PLUGIN=$([ "$plugin" == none ] && echo 1 || echo 0) "$top/tests/e2e/run.sh" ${tests_of[$row]} t_daemons_still_up 2>&1)
     echo "$out" | grep -v '^e2e:'
     summary=$(echo "$out" | grep -E '^e2e: [0-9]+ passed, [0-9]+ failed$' | tail -n1)
     p=$(echo "$summary" | awk '{ print $2 }'); f=$(echo "$summary" | awk '{ print $4 }')

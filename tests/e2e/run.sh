@@ -88,6 +88,8 @@ t_setup() {
     wait_for 60 nodes_idle || fail "nodes not idle: $(as_user sinfo -h -N -o '%N %T' | tr '\n' ' ')" || return 1
     [ -n "$base_only" ] && return 0
     [ -x "$lama" ] || fail "$lama is missing (docker/cluster.sh plugin builds it)" || return 1
+    # The row no-plugin checks the cluster has none (t_row_no_plugin).
+    [ "${LAMA_NO_PLUGIN:-0}" == 1 ] && return 0
     on slurmctld dpkg-query -W spank-lama > /dev/null 2>&1 || fail "the cluster has no plugin (LAMA_PLUGIN=none?)" || return 1
     reset_plugstack
 }
@@ -1420,6 +1422,29 @@ t_row_contain_devices() {
     assert_eq "CPU, LAMA_GPUS, CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, devices" \
         "0 1 2 0,1 2,3 ddoo" "$shared" || return 1
     assert_eq "isolated: only its own GPU, numbered as the step sees it" "0" "$isolated"
+}
+
+t_row_no_plugin() {
+    # A site without the plugin (the row starts the cluster with LAMA_PLUGIN=none): srun knows
+    # no --lama-* option, and lama exec, built on this host and copied to each node, places
+    # srun's tasks itself. Slurm binds local task 0 to CPU 1 and task 1 to CPU 0
+    # (map_cpu:1,0); lama exec places them by scbnh among the step's CPUs, by hand on every
+    # node: rank 2i on CPU 0, rank 2i+1 on CPU 1 (node2's one core of two threads: one thread
+    # each, the plugin's exact fallback).
+    on slurmctld dpkg-query -W spank-lama > /dev/null 2>&1 && { fail "the plugin is installed"; return 1; }
+    as_user srun -n1 --lama-map=scbnh true > /dev/null 2>&1 && { fail "srun took --lama-map without the plugin"; return 1; }
+    local m
+    for m in "${nodes[@]}"; do
+        on "$m" sh -c 'cat > /usr/local/bin/lama && chmod 0755 /usr/local/bin/lama' < "$lama" || return 1
+    done
+    run_srun -N3 -n6 --cpu-bind=map_cpu:1,0 /usr/local/bin/lama exec --map scbnh -- \
+        || fail "srun lama exec failed: $(cat "$work/err")" || return 1
+    report_complete 6 || return 1
+    assert_eq "lama exec without the plugin, by hand" "node1:0 node1:1 node2:0 node2:1 node3:0 node3:1" "$(actual_cpus)" || return 1
+    assert_eq "lama exec against lama map" "$(predict --map scbnh)" "$(actual_cpus)" || return 1
+    assert_eq "LAMA_CPUS" "0 1 0 1 0 1" "$(report_field 4)" || return 1
+    grep -qF "lama exec: the launcher bound this process to CPUs 1; LAMA places it among its cgroup's CPUs 0-1" "$work/err" \
+        || fail "no note of Slurm's narrower mask: $(cat "$work/err")"
 }
 
 t_row_affinity_only() {

@@ -16,6 +16,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 mod color;
+mod emit;
 mod exec;
 mod gpu;
 mod manual;
@@ -327,6 +328,11 @@ struct MapArgs {
     /// visible GPUs from 0, as Slurm then does (default: by Slurm's indexes, ConstrainDevices=no).
     #[arg(long)]
     constrain_devices: bool,
+    /// Write the placement in a launcher's own format instead of the table: rankfile (Open
+    /// MPI, PRRTE: mpirun --map-by rankfile:file=FILE), machinefile (hydra: mpiexec -f FILE)
+    /// or srun (its -m and --cpu-bind=mask_cpu, where every node's list is the same).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    emit: Option<emit::Emit>,
     /// The srun line to preview, after `--` (`-- srun -N2 -n8 -c2 --lama-map=scbnh ./app`):
     /// its -N, -n, -c, -m, --ntasks-per-node, --gpus-per-task, --gpu-bind, -w, -O and
     /// --lama-* options are read as lama map's; those that place nothing (-p, -t, -J, --mem,
@@ -426,6 +432,7 @@ pub(crate) fn show_picture(
 }
 
 /// A failure with its exit status.
+#[derive(Debug)]
 pub(crate) enum Failure {
     /// Bad usage or syntax: exit 2.
     Usage(String),
@@ -1010,6 +1017,9 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         membind,
         omp: args.omp.then_some((args.cpus_per_task, unit)),
     });
+    if let Some(format) = args.emit {
+        return print(&emit::emit(format, &placement, names.as_deref())?);
+    }
     if args.json {
         if let Some(note) = &fallback {
             eprintln!("lama: {note}");

@@ -44,7 +44,7 @@ pub struct VerifyArgs {
 /// What LAMA placed for this task, from the variables the plugin set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Planned {
-    /// SLURM_PROCID.
+    /// The rank its launcher gave it (`lama_slurm::launcher`), else SLURM_PROCID.
     pub rank: Option<u32>,
     /// SLURMD_NODENAME (or the host name).
     pub node: String,
@@ -142,12 +142,23 @@ pub fn planned(environ: &[u8], hostname: &str) -> Result<Planned, String> {
     {
         bad_vars.push("LAMA_GPUS is set but no GPU variable names the task's GPUs".to_string());
     }
+    // The launcher's rank (an MPI launcher's before the Slurm step around it, as lama exec
+    // reads it), else SLURM_PROCID; the node is Slurm's name only for a Slurm task (hydra
+    // passes mpiexec's whole environment, SLURMD_NODENAME included, to every rank).
+    let launcher = lama_slurm::launcher::find(|k| env.get(k).cloned()).ok();
+    let mpi = launcher
+        .as_ref()
+        .and_then(|r| r.launcher)
+        .is_some_and(|l| l != lama_slurm::launcher::SLURM.name);
     Ok(Planned {
-        rank: env.get("SLURM_PROCID").and_then(|r| r.parse().ok()),
-        node: env
-            .get("SLURMD_NODENAME")
-            .cloned()
-            .unwrap_or_else(|| hostname.to_string()),
+        rank: match &launcher {
+            Some(r) if r.launcher.is_some() => Some(r.rank),
+            _ => env.get("SLURM_PROCID").and_then(|r| r.parse().ok()),
+        },
+        node: match env.get("SLURMD_NODENAME") {
+            Some(n) if !mpi => n.clone(),
+            _ => hostname.to_string(),
+        },
         bind,
         cpus,
         memory,

@@ -772,34 +772,27 @@ fn map(args: MapArgs) -> Result<(), Failure> {
         )));
     }
     let unit = cpu_unit(&args);
-    if let Some(by_gpu) = lama_slurm::gpu::request(
-        &args.map,
-        args.bind.as_deref(),
-        args.mppr.as_deref(),
-        Order::parse(&args.order).map_err(|d| Failure::Usage(d.to_string()))?,
-        args.gpus_per_task.unwrap_or(1),
-        args.oversubscribe,
-        args.cpus_per_task,
-        unit,
-    )
-    .map_err(Failure::Usage)?
-    {
+    let order = Order::parse(&args.order).map_err(|d| Failure::Usage(d.to_string()))?;
+    let gpu_request = |map: &str| {
+        lama_slurm::gpu::request(
+            map,
+            args.bind.as_deref(),
+            args.mppr.as_deref(),
+            order,
+            args.gpus_per_task.unwrap_or(1),
+            args.oversubscribe,
+            args.cpus_per_task,
+            unit,
+        )
+    };
+    if let Some(by_gpu) = gpu_request(&args.map).map_err(Failure::Usage)? {
         return gpu::map(&args, &by_gpu, false);
     }
     // Slurm's per-task GPUs with a layout without 'g': the plugin places each task by the
     // layout within the CPUs beside the GPUs Slurm gives it, as the layout led by 'g' does.
     let slurm_binds = gpu::slurm_binding(&args).own_gpus_per_task().is_some();
     if slurm_binds && Layout::parse(&args.map).is_ok() {
-        if let Ok(Some(beside)) = lama_slurm::gpu::request(
-            &format!("g{}", args.map),
-            args.bind.as_deref(),
-            args.mppr.as_deref(),
-            Order::parse(&args.order).map_err(|d| Failure::Usage(d.to_string()))?,
-            args.gpus_per_task.unwrap_or(1),
-            args.oversubscribe,
-            args.cpus_per_task,
-            unit,
-        ) {
+        if let Ok(Some(beside)) = gpu_request(&format!("g{}", args.map)) {
             return gpu::map(&args, &beside, true);
         }
     }

@@ -425,19 +425,24 @@ pub fn place_bound_in_order(
 ) -> Result<GpuPlacement, GpuError> {
     let k = req.gpus_per_task.max(1) as usize;
     if (np as usize).saturating_mul(k) > gpus.len() {
-        return Err(GpuError::TooManyBound {
-            tasks: np,
-            per_task: k as u32,
-            need: np.saturating_mul(k as u32),
-            have: gpus.len(),
-            gpus: names(gpus, 0..gpus.len()),
-        });
+        return Err(too_many_bound(gpus, np, k));
     }
     let slots = place_gpu_slots(machine, gpus, req, no_gpu)?;
     let tasks = (0..np as usize)
         .filter_map(|i| join_slots(&slots.tasks, &(i * k..i * k + k).collect::<Vec<_>>()))
         .collect();
     Ok(GpuPlacement { tasks, ..slots })
+}
+
+/// `np` tasks bound `k` GPUs each by the caller, more than `gpus` has.
+fn too_many_bound(gpus: &[&Device], np: u32, k: usize) -> GpuError {
+    GpuError::TooManyBound {
+        tasks: np,
+        per_task: k as u32,
+        need: np.saturating_mul(k as u32),
+        have: gpus.len(),
+        gpus: names(gpus, 0..gpus.len()),
+    }
 }
 
 /// Places `np` tasks of one node by GPU. `machine` is the node restricted to the CPUs the
@@ -524,13 +529,7 @@ pub fn place_by_gpu_ranked(
     }
     let u = units.len() as u32;
     if req.fixed && np > u {
-        return Err(GpuError::TooManyBound {
-            tasks: np,
-            per_task: k as u32,
-            need: np.saturating_mul(k as u32),
-            have: gpus.len(),
-            gpus: all,
-        });
+        return Err(too_many_bound(gpus, np, k));
     }
     if let Some(cap) = req.per_gpu {
         if np > cap.saturating_mul(u) {

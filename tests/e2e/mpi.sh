@@ -212,6 +212,20 @@ mpi_hybrid() { # LIB
 t_mpi_hybrid_ompi() { mpi_hybrid ompi; }
 t_mpi_hybrid_mpich() { mpi_hybrid mpich; }
 
+# Runs SCRIPT as a batch job of the test user (node1 runs the batch step) and keeps its
+# output in $work/batch: run_batch NAME SCRIPT
+run_batch() {
+    local name=$1 script=$2
+    printf '%s\n' "$script" | as_user sh -c "cat > /tmp/$name.sh" || return 1
+    on node1 rm -f "/tmp/$name.out"
+    as_user timeout 300 sbatch --parsable --wait -o "/tmp/$name.out" "/tmp/$name.sh" > /dev/null 2> "$work/err" \
+        || { fail "the batch job failed: $(cat "$work/err"; on node1 tail -n 20 "/tmp/$name.out")"; return 1; }
+    on node1 cat "/tmp/$name.out" > "$work/batch"
+}
+
+# The task lines of the section "== NAME" of $work/batch, by rank.
+section() { awk -v s="== $1" '/^== / { on = ($0 == s); next } on && /^[0-9]+ / { print }' "$work/batch" | sort -n; }
+
 # `mpirun` inside a batch script with #SBATCH --lama-map: Open MPI's launcher starts one daemon
 # per other node with its own `srun --cpu-bind=none` (no --lama-* option of its own), which
 # LAMA leaves alone; its ranks are Open MPI's, not Slurm tasks, and LAMA does not place them.
@@ -235,12 +249,7 @@ $direct
 echo "== end"
 EOF
 )
-    printf '%s\n' "$script" | as_user sh -c 'cat > /tmp/lama-mpirun.sh' || return 1
-    on node1 rm -f /tmp/lama-mpirun.out
-    as_user timeout 300 sbatch --parsable --wait -o /tmp/lama-mpirun.out /tmp/lama-mpirun.sh > /dev/null 2> "$work/err" \
-        || { fail "the batch job failed: $(cat "$work/err"; on node1 tail -n 20 /tmp/lama-mpirun.out)"; return 1; }
-    on node1 cat /tmp/lama-mpirun.out > "$work/batch"
-    section() { awk -v s="== $1" '/^== / { on = ($0 == s); next } on && /^[0-9]+ / { print }' "$work/batch" | sort -n; }
+    run_batch lama-mpirun "$script" || return 1
 
     # The daemons: each rank's parent is the daemon of its node (prted on node2 and node3;
     # mpirun itself, in the batch step, on node1), whose mask is the node's allocation (both
@@ -302,12 +311,7 @@ srun --mpi=pmi2 --lama-map=scbnh $bin/mpitest-mpich report
 echo "== end"
 EOF
 )
-    printf '%s\n' "$script" | as_user sh -c 'cat > /tmp/lama-exec.sh' || return 1
-    on node1 rm -f /tmp/lama-exec.out
-    as_user timeout 300 sbatch --parsable --wait -o /tmp/lama-exec.out /tmp/lama-exec.sh > /dev/null 2> "$work/err" \
-        || { fail "the batch job failed: $(cat "$work/err"; on node1 tail -n 20 /tmp/lama-exec.out)"; return 1; }
-    on node1 cat /tmp/lama-exec.out > "$work/batch"
-    section() { awk -v s="== $1" '/^== / { on = ($0 == s); next } on && /^[0-9]+ / { print }' "$work/batch" | sort -n; }
+    run_batch lama-exec "$script" || return 1
     section plugin > "$work/out"
     report_complete 6 || return 1
     local plugin; plugin=$(actual_cpus)

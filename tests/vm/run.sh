@@ -566,6 +566,29 @@ EOF_LAYOUTS
 t_mpi_layouts_mpich() { mpi_layouts mpich; }
 t_mpi_layouts_ompi() { mpi_layouts ompi; }
 
+# lama exec: one LAMA command line, the same placement under Open MPI's mpirun and MPICH's
+# mpiexec started by the test user with no Slurm step involved, and under the plugin with
+# srun: each rank's mask read by the MPI program after MPI_Init. By hand, Nscbnh 1c over 8
+# ranks deals the four NUMA nodes' first cores (0-1, 4-5, 8-9, 12-13), then their second ones.
+t_lama_exec_mpis() {
+    local hand="0-1 4-5 8-9 12-13 2-3 6-7 10-11 14-15" lib
+    guest_mpi mpich -n8 --lama-map=Nscbnh || return 1
+    assert_eq "the plugin, Nscbnh: by hand" "$hand" "$(cpus)" || return 1
+    assert_eq "the plugin, Nscbnh: derived from lscpu" "$(derive_layout Nscbnh 1c 8)" "$(cpus)" || return 1
+    for lib in ompi mpich; do
+        local run=(mpirun -np 8)
+        [ "$lib" == mpich ] && run=(mpiexec.mpich -n 8)
+        as_user timeout 300 "${run[@]}" lama exec --map Nscbnh -- "$mpi_bin/mpitest-$lib" report \
+            > "$work/all" 2> "$work/err" || { fail "${run[*]} lama exec failed: $(tail -n 5 "$work/err")"; return 1; }
+        grep -E '^[0-9]+ ' "$work/all" | sort -n > "$work/out"
+        report_complete 8 || return 1
+        assert_eq "$lib: size, library" "$(yes "8 $lib" | head -n 8 | paste -sd' ')" \
+            "$(awk '{ printf "%s%s %s", (NR > 1 ? " " : ""), $6, $7 }' "$work/out")" || return 1
+        assert_eq "lama exec under ${run[0]}, after MPI_Init: by hand" "$hand" "$(cpus)" || return 1
+        assert_eq "lama exec under ${run[0]}: LAMA_CPUS" "$(report_field 3)" "$(report_field 4)" || return 1
+    done
+}
+
 # Hybrid: 2 ranks of 4 threads (-c4 --lama-omp, OMP_NUM_THREADS=4), round the packages: each
 # rank holds two cores of its package, and each thread runs on one hardware thread of them.
 t_mpi_hybrid_mpich() {
@@ -580,7 +603,7 @@ all_tests=(t_setup t_real_topology t_io_locality t_cgroup_v2 t_layouts_core_bind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
     t_row_broken_plugin_line t_cache_levels_on_slurms_topology t_odd_cpus_per_task_on_smt
     t_row_core_spec_without_slurms_xml t_row_v2_constrained_gpus t_order_sequential t_layouts_threads_and_more
-    t_preview_is_srun t_mpi_layouts_mpich t_mpi_hybrid_mpich)
+    t_preview_is_srun t_mpi_layouts_mpich t_mpi_hybrid_mpich t_lama_exec_mpis)
 # Open MPI direct launch needs Slurm's mpi/pmix (none in Debian sid's 26.05: docker/README.md).
 [ "$flavour" != 24.11 ] || all_tests+=(t_mpi_layouts_ompi)
 all_tests+=(t_daemons_still_up)

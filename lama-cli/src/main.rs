@@ -5,9 +5,9 @@
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use lama_engine::{
-    binding_for_cpus, cpus_covered, exact_binding, numa_nodes, place, place_cpus_per_task, render,
-    Bind, CpuList, CpuUnit, Layout, Machine, Membind, Mppr, Order, PlaceError, Placement, Request,
-    BIND_ALIASES, MAP_ALIASES,
+    cpus_covered, exact_binding, numa_nodes, place, place_cpus_per_task, render, Bind, CpuList,
+    CpuUnit, Layout, Machine, Membind, Mppr, Order, PlaceError, Placement, Request, BIND_ALIASES,
+    MAP_ALIASES,
 };
 use lama_hwloc::Source;
 use lama_slurm::distribution::{count_list, parse_counts, Distribution};
@@ -833,28 +833,37 @@ fn map(args: MapArgs) -> Result<(), Failure> {
     let all_nodes = nodes_of(&args)?;
     let (machines, names) = (all_nodes.machines(), all_nodes.names.clone());
     let nodes = all_nodes.list();
-    // As the plugin does: without --bind, -c N widens the default binding on each node.
-    let (bind, bind_within) = match bind {
-        Some(b) => (b, false),
-        None if args.cpus_per_task > 1 => {
-            let per_node: Vec<Bind> = machines
-                .iter()
-                .map(|m| binding_for_cpus(m, args.cpus_per_task, unit))
-                .collect();
-            if per_node.iter().any(|b| *b != per_node[0]) {
-                let list: Vec<String> = per_node.iter().map(Bind::to_string).collect();
-                return Err(Failure::Usage(format!(
-                    "--cpus-per-task {} needs a different binding on these nodes ({}): the \
-                     plugin chooses one per node; preview the nodes one at a time or give --bind",
-                    args.cpus_per_task,
-                    list.join(", ")
-                )));
-            }
-            (per_node[0], true)
-        }
-        // The built-in default never shares CPUs either (falling back to one CPU per task).
-        None => (Bind::default_for(&layout), true),
+    // The plugin's rule (lama_slurm::node::effective_bind), node by node: the binding asked
+    // for, else the default widened for -c N, which never makes tasks share CPUs.
+    let rules = lama_slurm::node::StepRequest {
+        layout: layout.clone(),
+        bind,
+        membind,
+        mppr: mppr.clone(),
+        order,
+        origin: lama_slurm::node::Origin::User,
+        verbose: false,
+        omp: args.omp,
+        gpu: None,
     };
+    let step_cpus = lama_slurm::node::StepCpus {
+        per_task: args.cpus_per_task.max(1),
+        unit,
+    };
+    let per_node: Vec<(Bind, bool)> = machines
+        .iter()
+        .map(|m| lama_slurm::node::effective_bind(m, &rules, step_cpus))
+        .collect();
+    if per_node.iter().any(|b| *b != per_node[0]) {
+        let list: Vec<String> = per_node.iter().map(|(b, _)| b.to_string()).collect();
+        return Err(Failure::Usage(format!(
+            "--cpus-per-task {} needs a different binding on these nodes ({}): the plugin \
+             chooses one per node; preview the nodes one at a time or give --bind",
+            args.cpus_per_task,
+            list.join(", ")
+        )));
+    }
+    let (bind, bind_within) = per_node[0];
     let req = Request {
         layout,
         bind,

@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExecArgs {
     /// The layout, as --lama-map (default scbnh, the plugin's).
-    #[arg(long, short = 'm', visible_alias = "lama-map", default_value = "scbnh")]
+    #[arg(long, visible_alias = "lama-map", default_value = "scbnh")]
     map: String,
     /// The binding, as --lama-bind (default: 1c, widened to cover -c CPUs).
-    #[arg(long, short = 'b', visible_alias = "lama-bind")]
+    #[arg(long, visible_alias = "lama-bind")]
     bind: Option<String>,
     /// MPPR limits, as --lama-mppr.
     #[arg(long, visible_alias = "lama-mppr")]

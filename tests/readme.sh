@@ -4,7 +4,10 @@
 #                       itself is not run: the machine's packages are scripts/deps.sh's, and
 #                       its Debian may have another cargo)
 #   t_readme_commands   every other command of its command blocks, exactly as written, in a
-#                       clean clone's root; each must succeed
+#                       clean clone of this repository (its committed files) whose target/ is
+#                       target/readme here: the try-out's cargo build and target/release/lama
+#                       never touch the target/release/lama that the end-to-end suites run
+#                       beside it (a build there replaced it mid-run once); each must succeed
 #   t_readme_output     each line of its output block is in what its commands print (a line
 #                       ending in "..." is a prefix)
 # Ends with "readme: N passed, N failed"; exits non-zero if any failed.
@@ -46,13 +49,16 @@ t_readme_packages() {
 }
 
 t_readme_commands() {
-    local b line n=0
+    local b line n=0 clone="$work/clone"
     : > "$work/printed"
+    git clone -q "$top" "$clone" || { fail "cannot clone $top"; return 1; }
+    mkdir -p "$top/target/readme"
+    ln -s "$top/target/readme" "$clone/target" || return 1
     for b in "$work"/block-*; do
         is_commands "$b" || continue
         while read -r line; do
             [[ "$line" == "sudo "* ]] && continue
-            bash -c "$line" >> "$work/printed" 2> "$work/err" < /dev/null \
+            (cd "$clone" && bash -c "$line") >> "$work/printed" 2> "$work/err" < /dev/null \
                 || { fail "README command failed: $line: $(tail -n 5 "$work/err")"; return 1; }
             n=$((n + 1))
         done < <(commands_of "$b")

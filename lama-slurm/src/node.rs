@@ -155,11 +155,6 @@ pub struct TaskPlacement {
     /// `None`: the step's ([`StepRequest::binding_text`](crate::request::StepRequest::binding_text)).
     /// `LAMA_BIND` and the `--lama-verbose` line name it.
     pub bind: Option<lama_engine::Bind>,
-    /// Under Slurm's per-task GPU binding, the GPUs (Slurm's indexes, ascending) this
-    /// placement was made beside. Slurm chooses each task's GPUs itself (the free GPUs closest
-    /// to the CPU mask task/affinity computed for it), so a task takes, in `task_init`, the
-    /// placement whose GPUs Slurm gave it (crate::task). Empty otherwise.
-    pub slurm_gpus: Vec<u32>,
 }
 
 /// Places this node's tasks: `globals[i]` is the global rank of local task `i`. Tasks are
@@ -225,7 +220,6 @@ pub fn place_local(
             omp_place_count: places.len(),
             devices: Vec::new(),
             bind: None,
-            slurm_gpus: Vec::new(),
         });
     }
     let narrower = match narrowest {

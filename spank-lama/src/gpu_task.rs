@@ -17,22 +17,19 @@ pub(crate) struct TaskBuilder {
     /// Slurm's value of the vendor variable for the step, rewritten for each task; `None`
     /// under Slurm's own per-task binding, whose per-task value is left alone.
     pub(crate) tokens: Option<Vec<String>>,
-    /// `SLURM_STEP_GPUS`.
+    /// `SLURM_STEP_GPUS`, in the order given to the engine.
     pub(crate) slurm: Vec<u32>,
-    /// `position[j]`: where the j-th GPU given to the engine is in `slurm`.
-    pub(crate) position: Vec<usize>,
     pub(crate) isolate: bool,
 }
 
 impl TaskBuilder {
-    pub(crate) fn build(&self, t: &GpuTask, global: u32, slurm_bound: bool) -> TaskPlacement {
+    pub(crate) fn build(&self, t: &GpuTask, global: u32) -> TaskPlacement {
         let machine = &self.machine;
-        let own: Vec<usize> = t.gpus.iter().map(|&j| self.position[j]).collect();
         let mut env = task_variables(
             &self.vendor,
             self.tokens.as_deref(),
             &self.slurm,
-            &own,
+            &t.gpus,
             self.isolate,
         );
         if let Some(n) = t.nic {
@@ -45,8 +42,6 @@ impl TaskBuilder {
         } else {
             Vec::new()
         };
-        let mut mine: Vec<u32> = own.iter().map(|&i| self.slurm[i]).collect();
-        mine.sort_unstable();
         TaskPlacement {
             global,
             pu_os: machine.pus()[t.pu_logical as usize].os,
@@ -62,7 +57,6 @@ impl TaskBuilder {
             mems: numa_nodes(machine, &t.bound_logical),
             devices: env,
             bind: t.bind,
-            slurm_gpus: if slurm_bound { mine } else { Vec::new() },
         }
     }
 }
@@ -183,7 +177,7 @@ impl SlurmPerTask {
         }
         let joined = lama_engine::join_slots(&self.slots, &positions)
             .ok_or_else(|| format!("no slot for GPUs {}", shown_list(own)))?;
-        Ok(self.builder.build(&joined, global, true))
+        Ok(self.builder.build(&joined, global))
     }
 }
 

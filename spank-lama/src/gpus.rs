@@ -283,7 +283,6 @@ pub fn place_here(
         // variable for it already names them: it is left alone.
         tokens: gpus.tokens.clone().filter(|_| per_task.is_none()),
         slurm: gpus.slurm.clone(),
-        position: (0..step.len()).collect(),
         isolate: options.isolate,
     };
     if let Some((k, numbered_locally)) = per_task {
@@ -340,7 +339,7 @@ pub fn place_here(
     }
     let mut out: Vec<Option<TaskPlacement>> = vec![None; globals.len()];
     for (k, &local) in by_rank.iter().enumerate() {
-        out[local] = Some(builder.build(&placed.tasks[k], globals[local], false));
+        out[local] = Some(builder.build(&placed.tasks[k], globals[local]));
     }
     Ok(PlacedHere {
         tasks: out.into_iter().flatten().collect(),
@@ -776,7 +775,6 @@ mod tests {
         let t = p.task(0, &[2]).unwrap();
         assert_eq!((t.global, t.cpus.to_string()), (1, "2-3".to_string()));
         assert_eq!(var(&t, "LAMA_GPUS"), Some("2"));
-        assert_eq!(t.slurm_gpus, vec![2]);
         // Slurm's per-task value of CUDA_VISIBLE_DEVICES is left alone.
         assert_eq!(var(&t, "CUDA_VISIBLE_DEVICES"), None);
         assert_eq!(var(&t, "UCX_NET_DEVICES"), Some("mlx5_1:1"));
@@ -801,7 +799,8 @@ mod tests {
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
         assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("0"));
         assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("0,2"));
-        assert!(tasks.iter().all(|t| t.slurm_gpus.is_empty()));
+        // No per-task slots: each task's placement is made in user_init.
+        assert_eq!(tasks.len(), 2);
         // Another Slurm binding: refused, naming the way out.
         let mut closest = vars;
         closest[3] = ("SLURM_TRES_BIND", "gres/gpu:closest");

@@ -177,7 +177,6 @@ pub fn planned_tasks(
             mems: numa_nodes(machine, &bound),
             devices: Vec::new(),
             bind: None,
-            slurm_gpus: Vec::new(),
         });
     }
     if here != globals.len() {

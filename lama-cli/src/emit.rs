@@ -10,6 +10,9 @@
 //! - `srun`: srun's `--cpu-bind=mask_cpu:M0,M1,...` by local task id (the kernel's CPU
 //!   numbers, as Slurm applies them), where every node's list is the same (srun has one list
 //!   for all nodes); with the `-m` that gives the nodes their ranks.
+//! - `taskmap`: which node each rank runs on as a Flux taskmap (RFC 34: `{"version":1,"map":
+//!   [[NODEID,NNODES,PPN,REPEAT],...]}`, node ids in the allocation's order), for
+//!   `flux run --taskmap=manual:MAP`; Flux then binds by its own options.
 
 use crate::Failure;
 use lama_engine::{Level, Machine, Placement};
@@ -23,6 +26,8 @@ pub(crate) enum Emit {
     Machinefile,
     /// srun --cpu-bind=mask_cpu and -m.
     Srun,
+    /// Flux taskmap (RFC 34), for flux run --taskmap=manual:MAP.
+    Taskmap,
 }
 
 /// A node's name in the file: its --node-names name, else a relative one (`+n0`).
@@ -141,6 +146,38 @@ fn srun(p: &Placement) -> Result<String, Failure> {
     ))
 }
 
+/// Which node each rank runs on as an RFC 34 taskmap: each run of consecutive ranks on one
+/// node is a block `[node, 1, count, 1]`; runs of the same count on consecutive nodes join
+/// into one block over those nodes, and equal consecutive blocks into one repeated.
+fn taskmap(p: &Placement) -> String {
+    let mut runs: Vec<[u32; 4]> = Vec::new();
+    for proc in p.processes() {
+        match runs.last_mut() {
+            Some(run) if run[0] == proc.node && run[1] == 1 => run[2] += 1,
+            _ => runs.push([proc.node, 1, 1, 1]),
+        }
+    }
+    let mut nodes: Vec<[u32; 4]> = Vec::new();
+    for run in runs {
+        match nodes.last_mut() {
+            Some(b) if b[2] == run[2] && b[0] + b[1] == run[0] => b[1] += 1,
+            _ => nodes.push(run),
+        }
+    }
+    let mut blocks: Vec<[u32; 4]> = Vec::new();
+    for b in nodes {
+        match blocks.last_mut() {
+            Some(last) if last[..3] == b[..3] => last[3] += 1,
+            _ => blocks.push(b),
+        }
+    }
+    let map: Vec<String> = blocks
+        .iter()
+        .map(|b| format!("[{},{},{},{}]", b[0], b[1], b[2], b[3]))
+        .collect();
+    format!("{{\"version\":1,\"map\":[{}]}}\n", map.join(","))
+}
+
 /// The placement `p` in `format`.
 pub(crate) fn emit(
     format: Emit,
@@ -151,6 +188,7 @@ pub(crate) fn emit(
         Emit::Rankfile => rankfile(p, names),
         Emit::Machinefile => Ok(machinefile(p, names)),
         Emit::Srun => srun(p),
+        Emit::Taskmap => Ok(taskmap(p)),
     }
 }
 
@@ -202,6 +240,23 @@ mod tests {
         assert_eq!(
             emit(Emit::Srun, &p, None).unwrap(),
             "-m block --cpu-bind=mask_cpu:0x3,0x30\n"
+        );
+        // Flux taskmaps, by hand: the block of 4 then 2 ranks; sncbh's 2 per node; a cyclic
+        // deal over 2 nodes (nscbh: rank 0 on node 0, 1 on node 1, ...) as one block repeated.
+        let p = placed(&[&m, &m], "scbnh", "1c", 6);
+        assert_eq!(
+            emit(Emit::Taskmap, &p, None).unwrap(),
+            "{\"version\":1,\"map\":[[0,1,4,1],[1,1,2,1]]}\n"
+        );
+        let p = placed(&[&m, &m], "sncbh", "1c", 4);
+        assert_eq!(
+            emit(Emit::Taskmap, &p, None).unwrap(),
+            "{\"version\":1,\"map\":[[0,2,2,1]]}\n"
+        );
+        let p = placed(&[&m, &m], "nscbh", "1c", 6);
+        assert_eq!(
+            emit(Emit::Taskmap, &p, None).unwrap(),
+            "{\"version\":1,\"map\":[[0,2,1,3]]}\n"
         );
         // Node 0 with four ranks, node 1 with two: no one list.
         let p = placed(&[&m, &m], "scbnh", "1c", 6);

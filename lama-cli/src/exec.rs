@@ -7,6 +7,7 @@
 
 use crate::Failure;
 use lama_engine::{Bind, CpuList, CpuUnit, Layout, Membind, Mppr, Order};
+use lama_slurm::launcher::Rank;
 use lama_slurm::node::{place_local, GpuOptions, Origin, StepCpus, StepRequest};
 use lama_slurm::node_env::{memory_binding, omp_threads, task_environment, verbose_line};
 use std::os::unix::process::CommandExt;
@@ -36,6 +37,10 @@ pub(crate) struct ExecArgs {
     /// CPUs per rank, as srun's -c (default: SLURM_CPUS_PER_TASK under srun, else 1).
     #[arg(long, short = 'c', value_parser = clap::value_parser!(u32).range(1..=65536))]
     cpus_per_task: Option<u32>,
+    /// Place each rank where the plan FILE written by `lama plan` puts it (instead of a
+    /// layout; launch the ranks on the nodes of its .hosts file).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["map", "bind", "mppr", "order", "cpus_per_task", "oversubscribe"])]
+    plan: Option<PathBuf>,
     /// Let ranks share CPUs when the node's CPUs are too few.
     #[arg(long)]
     oversubscribe: bool,
@@ -52,6 +57,9 @@ pub(crate) struct ExecArgs {
 /// "Process Pinning") and MVAPICH2 (`MV2_ENABLE_AFFINITY=0`: the MVAPICH2 user guide). Open
 /// MPI and MPICH bind in the launcher, before `lama exec` runs, and not in MPI_Init.
 const MPI_PINNING_OFF: [(&str, &str); 2] = [("I_MPI_PIN", "0"), ("MV2_ENABLE_AFFINITY", "0")];
+
+/// How the CPUs are said to come from this process's own mask.
+const NO_CGROUP: &str = "no cgroup cpuset found";
 
 /// The longest cgroup file read.
 const MAX_CGROUP_FILE: u64 = 64 * 1024;
@@ -134,9 +142,7 @@ fn choose_cpus(own: CpuList, from_cgroup: Option<(CpuList, PathBuf)>) -> (CpuLis
             (cpus, notes)
         }
         None => {
-            let note = format!(
-                "no cgroup cpuset found: LAMA places this process among its own CPUs {own}"
-            );
+            let note = format!("{NO_CGROUP}: LAMA places this process among its own CPUs {own}");
             (own, vec![note])
         }
     }
@@ -197,8 +203,20 @@ fn flux_local_count(rank: &str, job: &str) -> Result<String, String> {
     ask(format!("--ntasks={node}"))
 }
 
-pub(crate) fn run(args: ExecArgs) -> Result<(), Failure> {
-    let req = request(&args)?;
+/// What this rank becomes: the CPUs it binds itself to (none for `--bind none`), the memory
+/// binding, its variables, what its node's first rank says, and its `--verbose` line.
+#[derive(Debug)]
+struct Prepared {
+    bind: Option<CpuList>,
+    membind: Option<(Membind, CpuList)>,
+    vars: Vec<(String, String)>,
+    notes: Vec<String>,
+    verbose: Option<String>,
+}
+
+/// Which rank this process is, from its launcher's variables (under Flux, with this node's
+/// task count asked of `flux job taskmap`); with the environment as it was read.
+fn who_am_i() -> Result<(Rank, impl Fn(&str) -> Option<String>), Failure> {
     let flux = match (
         std::env::var("FLUX_TASK_RANK"),
         std::env::var("FLUX_JOB_ID"),
@@ -208,15 +226,89 @@ pub(crate) fn run(args: ExecArgs) -> Result<(), Failure> {
         }
         _ => None,
     };
-    let env = |name: &str| match (name, &flux) {
+    let env = move |name: &str| match (name, &flux) {
         (lama_slurm::launcher::FLUX_LOCAL_COUNT, Some(count)) => Some(count.clone()),
         _ => std::env::var(name).ok(),
     };
-    let me = lama_slurm::launcher::find(env).map_err(|e| Failure::Usage(format!("exec: {e}")))?;
+    let me = lama_slurm::launcher::find(&env).map_err(|e| Failure::Usage(format!("exec: {e}")))?;
+    Ok((me, env))
+}
+
+pub(crate) fn run(args: ExecArgs) -> Result<(), Failure> {
+    let (me, env) = who_am_i()?;
     let (cpus, notes) = job_cpus().map_err(|e| Failure::Place(format!("exec: {e}")))?;
     let whole = lama_hwloc::load_whole_with(&lama_hwloc::Source::Live, lama_hwloc::Io::Skip)
         .map_err(|e| Failure::Place(format!("exec: this node's topology: {e}")))?;
     let machine = whole.restrict(&cpus);
+    let fail = |e: String| Failure::Place(format!("exec: rank {}: {e}", me.rank));
+    let from_cgroup = notes.iter().all(|n| !n.starts_with(NO_CGROUP));
+    // Without a cgroup the CPUs are this process's own, which the launcher may have bound.
+    let own_mask = |f: Failure| match f {
+        Failure::Place(m) if !from_cgroup => Failure::Place(format!(
+            "{m} ({NO_CGROUP}, so LAMA placed among this process's own CPUs {cpus}, which the \
+             launcher may have narrowed: turn its binding off, e.g. mpirun --bind-to none (Open \
+             MPI), mpiexec -bind-to none (MPICH), I_MPI_PIN=0 (Intel MPI))"
+        )),
+        f => f,
+    };
+    let mut ready = match &args.plan {
+        Some(file) => by_plan(&args, file, &me, &machine, &cpus, &env).map_err(fail),
+        None => by_layout(&args, &me, &machine, &env),
+    }
+    .map_err(own_mask)?;
+    if let Some(cpus) = &ready.bind {
+        lama_hwloc::bind::set_affinity(cpus).map_err(fail)?;
+    }
+    if let Some((policy, mems)) = &ready.membind {
+        let used = lama_hwloc::bind::set_membind(*policy, mems).map_err(fail)?;
+        for (name, value) in &mut ready.vars {
+            if name == "LAMA_MEMS" {
+                *value = used.to_string();
+            }
+        }
+    }
+    for (name, value) in MPI_PINNING_OFF {
+        if env(name).is_none() {
+            ready.vars.push((name.into(), value.into()));
+        }
+    }
+    // What concerns the node (the CPUs, the fallback from the default binding, shared CPUs,
+    // the spread over nodes), said once per node, by its first rank.
+    if me.local == 0 {
+        for note in notes.iter().chain(&ready.notes) {
+            eprintln!("lama exec: {note}");
+        }
+    }
+    if let Some(line) = &ready.verbose {
+        eprintln!(
+            "{line} ({})",
+            me.launcher.unwrap_or("no launcher: one process")
+        );
+    }
+    let (program, rest) = args.program.split_first().expect("clap requires a program");
+    let err = std::process::Command::new(program)
+        .args(rest)
+        .envs(ready.vars)
+        .exec();
+    Err(Failure::Place(format!(
+        "exec: cannot run {}: {err}",
+        program.to_string_lossy()
+    )))
+}
+
+fn host_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    host.trim().to_string()
+}
+
+/// This rank placed by the layout, as the plugin places a node's tasks.
+fn by_layout(
+    args: &ExecArgs,
+    me: &Rank,
+    machine: &lama_engine::Machine,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Prepared, Failure> {
+    let req = request(args)?;
     let per_task = args
         .cpus_per_task
         .or_else(|| {
@@ -230,8 +322,9 @@ pub(crate) fn run(args: ExecArgs) -> Result<(), Failure> {
         per_task,
         unit: CpuUnit::Thread,
     };
-    let local = place_local(&machine, &req, &me.globals(), args.oversubscribe, step_cpus)
-        .map_err(|e| Failure::Place(format!("exec: rank {}: {e}", me.rank)))?;
+    let fail = |e: String| Failure::Place(format!("exec: rank {}: {e}", me.rank));
+    let local = place_local(machine, &req, &me.globals(), args.oversubscribe, step_cpus)
+        .map_err(|e| fail(e.to_string()))?;
     let req = StepRequest {
         bind: Some(local.bind),
         ..req
@@ -239,65 +332,171 @@ pub(crate) fn run(args: ExecArgs) -> Result<(), Failure> {
     let task = local
         .tasks
         .get(me.local as usize)
-        .ok_or_else(|| Failure::Place(format!("exec: no placement for local rank {}", me.local)))?;
+        .ok_or_else(|| fail(format!("no placement for local rank {}", me.local)))?;
     let task = lama_slurm::node::TaskPlacement {
         global: me.rank,
         ..task.clone()
     };
-    if local.bind != Bind::None {
-        lama_hwloc::bind::set_affinity(&task.cpus)
-            .map_err(|e| Failure::Place(format!("exec: rank {}: {e}", me.rank)))?;
-    }
-    let mut vars: Vec<(String, String)> = Vec::new();
-    let used_mems = match memory_binding(&req, &task) {
-        Some((policy, mems)) => Some(
-            lama_hwloc::bind::set_membind(policy, &mems)
-                .map_err(|e| Failure::Place(format!("exec: rank {}: {e}", me.rank)))?,
-        ),
-        None => None,
-    };
-    for (name, value) in task_environment(&req, &task) {
-        let value = match &used_mems {
-            Some(used) if name == "LAMA_MEMS" => used.to_string(),
-            _ => value,
-        };
-        vars.push((name.to_string(), value));
-    }
+    let membind = memory_binding(&req, &task);
+    let mut vars: Vec<(String, String)> = task_environment(&req, &task)
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
     if req.omp && local.bind != Bind::None && env("OMP_NUM_THREADS").is_none() {
-        vars.push((
-            "OMP_NUM_THREADS".into(),
-            omp_threads(step_cpus, &task).to_string(),
+        let threads = omp_threads(step_cpus, &task).to_string();
+        vars.push(("OMP_NUM_THREADS".into(), threads));
+    }
+    let mut notes: Vec<String> = local.here.iter().chain(&local.narrower).cloned().collect();
+    notes.extend(spread_note(args, me, machine, &req));
+    Ok(Prepared {
+        bind: (local.bind != Bind::None).then(|| task.cpus.clone()),
+        membind,
+        vars,
+        notes,
+        verbose: args
+            .verbose
+            .then(|| verbose_line(&req, &host_name(), me.local, std::process::id(), &task)),
+    })
+}
+
+/// With `--verbose`, on rank 0 of a job of several nodes: how the layout deals ranks to nodes
+/// and the launcher's option that does the same (the launcher decides which ranks each node
+/// gets; `lama exec` places each node's own).
+fn spread_note(
+    args: &ExecArgs,
+    me: &Rank,
+    machine: &lama_engine::Machine,
+    req: &StepRequest,
+) -> Option<String> {
+    if !args.verbose || me.rank != 0 || me.size.is_none_or(|n| n <= me.local_size) {
+        return None;
+    }
+    let layout = lama_engine::Request {
+        bind: req.binding(),
+        mppr: req.mppr.clone(),
+        order: req.order,
+        ..lama_engine::Request::new(req.layout.clone(), 0)
+    };
+    let want = lama_slurm::distribution::node_spread(machine, &layout)?;
+    let per_node = me.local_size;
+    // A plane as wide as this node's ranks deals them as a block does.
+    let want = match want == format!("plane={per_node}") {
+        true => "block".to_string(),
+        false => want,
+    };
+    let launcher = me.launcher?;
+    let how = match lama_slurm::launcher::spread_option(launcher, &want, per_node) {
+        Some(option) => format!("{launcher} does that with {option}"),
+        None => format!(
+            "{launcher} has no option for it: write the ranks' nodes with lama map --emit \
+             (rankfile, machinefile, taskmap or srun)"
+        ),
+    };
+    Some(format!(
+        "layout {} deals ranks to nodes like srun -m {want} (nodes shaped like this one); {how}",
+        args.map
+    ))
+}
+
+/// What starts the ranks on the nodes a plan's `.hosts` file lists (one line per rank, in
+/// rank order), for the launcher `name`.
+fn plan_relaunch(name: Option<&str>) -> String {
+    use lama_slurm::launcher::{LAUNCHERS, SLURM};
+    match name {
+        Some(n) if n == LAUNCHERS[0].name => {
+            "run mpirun --hostfile PLAN.hosts --map-by seq (one rank per line, in order)".into()
+        }
+        Some(n) if n == LAUNCHERS[1].name || n == LAUNCHERS[2].name => {
+            "run mpiexec -f PLAN.hosts (one rank per line, in order)".into()
+        }
+        Some(n) if n == LAUNCHERS[5].name => "run flux run --taskmap=hostfile:PLAN.hosts".into(),
+        Some(n) if n == SLURM.name => lama_slurm::node_plan::SRUN_RELAUNCH.into(),
+        _ => "start each rank on the node the plan's .hosts file names on its line".into(),
+    }
+}
+
+/// This rank placed by the plan in `file` (as the plugin applies `--lama-plan`).
+fn by_plan(
+    args: &ExecArgs,
+    file: &Path,
+    me: &Rank,
+    machine: &lama_engine::Machine,
+    cpus: &CpuList,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Prepared, String> {
+    let text = read_plan(file)?;
+    let slurm = me.launcher == Some(lama_slurm::launcher::SLURM.name);
+    // Plans name Slurm's nodes under srun; an MPI launcher's ranks inherit the
+    // SLURMD_NODENAME of the job around it, so there the host name is the node's.
+    let node = match env("SLURMD_NODENAME") {
+        Some(n) if slurm => n,
+        _ => host_name()
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    };
+    let cpu_bound = machine.pus().iter().map(|p| p.os + 1).max().unwrap_or(0);
+    let plan = lama_planfile::PlanFile::parse_for_node(&text, &node, cpu_bound)
+        .map_err(|e| format!("the plan {} is malformed: {e}", file.display()))?;
+    let relaunch = plan_relaunch(me.launcher);
+    let here = lama_slurm::node_plan::StepHere {
+        node: &node,
+        globals: &[me.rank],
+        local_count: me.local_size as usize,
+        total: me.size,
+        cpus,
+        launcher: me.launcher.unwrap_or("no launcher"),
+        relaunch: &relaunch,
+    };
+    let membind = Membind::parse(&args.membind).map_err(|d| d.headline())?;
+    let tasks =
+        lama_slurm::node_plan::planned_tasks(machine, &plan, &here, args.verbose, args.omp)?;
+    let task = tasks.into_iter().next().ok_or("the plan placed no rank")?;
+    let mems = (membind != Membind::None && !task.mems.is_empty()).then(|| task.mems.clone());
+    let mut vars: Vec<(String, String)> =
+        lama_slurm::node_plan::planned_environment(&task, mems.as_ref().map(|m| (membind, m)))
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect();
+    if task.omp_place_count > 0 && env("OMP_NUM_THREADS").is_none() {
+        vars.push(("OMP_NUM_THREADS".into(), task.omp_place_count.to_string()));
+    }
+    Ok(Prepared {
+        bind: Some(task.cpus.clone()),
+        membind: mems.map(|m| (membind, m)),
+        verbose: args.verbose.then(|| {
+            format!(
+                "lama-plan - {node}, rank {} local {} [{}]: cpus {}, mapped PU L#{} P#{} {}",
+                me.rank,
+                me.local,
+                std::process::id(),
+                task.cpus,
+                task.pu_logical,
+                task.pu_os,
+                task.picture
+            )
+        }),
+        vars,
+        notes: Vec::new(),
+    })
+}
+
+/// The plan's text, read as this rank's user, at most [`lama_planfile::MAX_PLAN_BYTES`].
+fn read_plan(file: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let max = lama_planfile::MAX_PLAN_BYTES as u64;
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(max + 1).read_to_string(&mut text))
+        .map_err(|e| format!("cannot read the plan {}: {e}", file.display()))?;
+    if text.len() as u64 > max {
+        return Err(format!(
+            "the plan {} is over {max} bytes: lama plan writes none that large",
+            file.display()
         ));
     }
-    for (name, value) in MPI_PINNING_OFF {
-        if env(name).is_none() {
-            vars.push((name.into(), value.into()));
-        }
-    }
-    // What concerns the node (the CPUs, the fallback from the default binding, shared CPUs),
-    // said once per node, by its first rank.
-    if me.local == 0 {
-        for note in notes.iter().chain(&local.here).chain(&local.narrower) {
-            eprintln!("lama exec: {note}");
-        }
-    }
-    if args.verbose {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        eprintln!(
-            "{} ({})",
-            verbose_line(&req, host.trim(), me.local, std::process::id(), &task),
-            me.launcher.unwrap_or("no launcher: one process")
-        );
-    }
-    let (program, rest) = args.program.split_first().expect("clap requires a program");
-    let err = std::process::Command::new(program)
-        .args(rest)
-        .envs(vars)
-        .exec();
-    Err(Failure::Place(format!(
-        "exec: cannot run {}: {err}",
-        program.to_string_lossy()
-    )))
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -369,5 +568,103 @@ mod tests {
         assert!(matches!(request(&t.a), Err(Failure::Usage(_))));
         let t = T::parse_from(["t", "--map", "scbnh", "--bind", "2c", "--", "true"]);
         assert_eq!(request(&t.a).ok().unwrap().bind.unwrap().to_string(), "2c");
+    }
+
+    fn args_of(argv: &[&str]) -> ExecArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: ExecArgs,
+        }
+        T::parse_from(argv).a
+    }
+
+    #[test]
+    fn a_plan_places_this_rank_where_it_says() {
+        let host = host_name().split('.').next().unwrap().to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.lama");
+        let text = format!(
+            "lama-plan 1\nranks 3\nrank 0 {host} pu 3 cpus 3\nrank 1 {host} pu 0 cpus 0-1\n\
+             rank 2 elsewhere pu 0 cpus 0\n"
+        );
+        std::fs::write(&file, text).unwrap();
+        let m = lama_engine::Machine::synthetic("pack:2 core:2 pu:1").unwrap();
+        let all = CpuList::parse("0-3").unwrap();
+        let args = args_of(&["t", "--plan", file.to_str().unwrap(), "--", "true"]);
+        let ompi = lama_slurm::launcher::LAUNCHERS[0].name;
+        let rank = |rank, local, size| Rank {
+            launcher: Some(ompi),
+            rank,
+            local,
+            local_size: 2,
+            node_ranks: None,
+            size,
+        };
+        let no_env = |_: &str| None;
+        // Rank 1, local 1 of 2 here: CPUs 0-1, as planned (by hand from the text).
+        let p = by_plan(&args, &file, &rank(1, 1, Some(3)), &m, &all, &no_env).unwrap();
+        assert_eq!(p.bind.unwrap().to_string(), "0-1");
+        assert!(
+            p.vars.contains(&("LAMA_PLAN".into(), "1".into())),
+            "{:?}",
+            p.vars
+        );
+        // Rank 2 is planned elsewhere: what mpirun needs to start it there.
+        let e = by_plan(&args, &file, &rank(2, 1, Some(3)), &m, &all, &no_env).unwrap_err();
+        assert!(
+            e.starts_with("rank 2 is planned on elsewhere but Open MPI")
+                && e.ends_with("--hostfile PLAN.hosts --map-by seq (one rank per line, in order)"),
+            "{e}"
+        );
+        // Four ranks in all, or CPUs outside this rank's cgroup: refused.
+        let e = by_plan(&args, &file, &rank(1, 1, Some(4)), &m, &all, &no_env).unwrap_err();
+        assert!(e.starts_with("the plan is for 3 ranks"), "{e}");
+        let two = CpuList::parse("1-3").unwrap();
+        let e = by_plan(&args, &file, &rank(1, 1, None), &m, &two, &no_env).unwrap_err();
+        assert!(
+            e.contains("planned on CPUs 0-1 but this step has only 1-3"),
+            "{e}"
+        );
+        // A plan and a layout are one or the other.
+        use clap::Parser;
+        #[derive(Parser, Debug)]
+        struct T {
+            #[command(flatten)]
+            a: ExecArgs,
+        }
+        assert!(T::try_parse_from(["t", "--plan", "p", "--map", "scbnh", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn the_spread_over_nodes_is_advised_once() {
+        let m = lama_engine::Machine::synthetic("pack:2 core:2 pu:1").unwrap();
+        let args = args_of(&["t", "--map", "nscbh", "-v", "--", "true"]);
+        let req = request(&args).unwrap();
+        let hydra = lama_slurm::launcher::LAUNCHERS[1].name;
+        let me = |rank, size| Rank {
+            launcher: Some(hydra),
+            rank,
+            local: 0,
+            local_size: 4,
+            node_ranks: None,
+            size,
+        };
+        // nscbh deals one rank per node in turn: hydra's -ppn 1.
+        let note = spread_note(&args, &me(0, Some(8)), &m, &req).unwrap();
+        assert!(note.ends_with("does that with -ppn 1"), "{note}");
+        // Not rank 0, one node, or no whole count: nothing.
+        assert_eq!(spread_note(&args, &me(4, Some(8)), &m, &req), None);
+        assert_eq!(spread_note(&args, &me(0, Some(4)), &m, &req), None);
+        assert_eq!(spread_note(&args, &me(0, None), &m, &req), None);
+        // scbnh fills a node first: a block, -ppn 4 with 4 ranks per node.
+        let args = args_of(&["t", "--map", "scbnh", "-v", "--", "true"]);
+        let req = request(&args).unwrap();
+        let note = spread_note(&args, &me(0, Some(8)), &m, &req).unwrap();
+        assert!(
+            note.contains("like srun -m block") && note.ends_with("-ppn 4"),
+            "{note}"
+        );
     }
 }

@@ -338,6 +338,21 @@ pub fn distinct_cpus_per_node(list: &str) -> Option<Vec<u32>> {
     Some(out)
 }
 
+/// How `layout` deals ranks to nodes shaped like `machine`, as srun's `-m` says it (`block`,
+/// `cyclic`, `plane=N`, or a description where no `-m` does); `None` when it cannot be placed.
+/// The node stride depends only on the levels the layout names before `n`, inside one node:
+/// two nodes show it as well as thousands, so the cost does not grow with the job.
+pub fn node_spread(machine: &Machine, layout: &lama_engine::Request) -> Option<String> {
+    let nodes = vec![machine; 2];
+    let req = Request {
+        np: 0,
+        oversubscribe: false,
+        bind_within: false,
+        ..layout.clone()
+    };
+    Some(like(&place(&nodes, &req).ok()?))
+}
+
 /// The step's one distribution hint for `layout` (its layout, binding, MPPR and order; its
 /// process count and oversubscription are not used) (for `--lama-verbose`, printed by the step's first node
 /// only): which Slurm `-m` gives nodes the ranks the full LAMA iteration would. Only this
@@ -370,17 +385,7 @@ pub fn hint(
             ));
         }
     }
-    // How a layout spreads ranks over nodes (its node stride) depends only on the levels it
-    // names before `n`, inside one node: two nodes show it as well as the step's thousands, so
-    // the cost in node 0's slurmstepd does not grow with the job.
-    let nodes = vec![machine; nnodes.min(2) as usize];
-    let req = Request {
-        np: 0,
-        oversubscribe: false,
-        bind_within: false,
-        ..layout.clone()
-    };
-    let want = like(&place(&nodes, &req).ok()?);
+    let want = node_spread(machine, layout)?;
     let current = in_use.map(|d| d.split([':', ',']).next().unwrap_or(d));
     if current == Some(want.as_str()) || (want.starts_with("plane") && current == Some("plane")) {
         return None;

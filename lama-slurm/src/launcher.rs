@@ -17,6 +17,8 @@ pub struct Launcher {
     pub local: &'static str,
     /// How many ranks run on this node.
     pub local_size: &'static [&'static str],
+    /// How many ranks run in all (read only for advice; empty where no source names one).
+    pub size: &'static [&'static str],
 }
 
 /// The launchers `lama exec` knows, MPI launchers before Slurm's srun: an MPI launcher's ranks
@@ -26,29 +28,33 @@ pub struct Launcher {
 pub const LAUNCHERS: [Launcher; 6] = [
     // Open MPI 5: OpenPMIx's src/mca/pmdl/ompi/pmdl_ompi.c (`setup_fork`) sets OMPI_COMM_WORLD_*
     // for the ompi personality mpirun uses (Open MPI 4.1: orte/mca/schizo/ompi/schizo_ompi.c);
-    // documented in Open MPI's "Environment variables" (docs/tuning-apps/environment-var.rst).
+    // documented in Open MPI's "Environment variables" (docs/tuning-apps/environment-var.rst),
+    // with OMPI_COMM_WORLD_SIZE.
     Launcher {
         name: "Open MPI (mpirun/prterun)",
         rank: &["OMPI_COMM_WORLD_RANK"],
         local: "OMPI_COMM_WORLD_LOCAL_RANK",
         local_size: &["OMPI_COMM_WORLD_LOCAL_SIZE"],
+        size: &["OMPI_COMM_WORLD_SIZE"],
     },
     // MPICH's hydra (mpiexec, mpiexec.hydra), and Intel MPI's, derived from it:
     // src/pm/hydra/proxy/pmip_cb.c (`launch_procs`) sets MPI_LOCALRANKID and MPI_LOCALNRANKS,
-    // and PMI_RANK (PMI_ID with -pmi-port).
+    // and PMI_RANK (PMI_ID with -pmi-port) with PMI_SIZE, which MPICH's simple PMI client reads.
     Launcher {
         name: "hydra (MPICH, Intel MPI mpiexec)",
         rank: &["PMI_RANK", "PMI_ID"],
         local: "MPI_LOCALRANKID",
         local_size: &["MPI_LOCALNRANKS"],
+        size: &["PMI_SIZE"],
     },
     // MVAPICH2: mpirun_rsh's src/pm/mpirun/mpispawn.c (`setup_local_environment`) and its
-    // hydra's src/pm/hydra/pm/pmiserv/pmip_cb.c set MV2_COMM_WORLD_*.
+    // hydra's src/pm/hydra/pm/pmiserv/pmip_cb.c set MV2_COMM_WORLD_* (with _SIZE).
     Launcher {
         name: "MVAPICH (mpirun_rsh, hydra)",
         rank: &["MV2_COMM_WORLD_RANK"],
         local: "MV2_COMM_WORLD_LOCAL_RANK",
         local_size: &["MV2_COMM_WORLD_LOCAL_SIZE"],
+        size: &["MV2_COMM_WORLD_SIZE"],
     },
     // HPE Cray PALS: PALS_RANKID and PALS_LOCAL_RANKID (named by flux-coral2's cray_pals.c and
     // by Slurm's emulation, src/plugins/mpi/cray_shasta/mpi_cray_shasta.c, which also sets
@@ -59,24 +65,28 @@ pub const LAUNCHERS: [Launcher; 6] = [
         rank: &["PALS_RANKID"],
         local: "PALS_LOCAL_RANKID",
         local_size: &["PALS_LOCAL_SIZE", "PMI_LOCAL_SIZE"],
+        size: &[], // (no source found that names PALS's whole count)
     },
     // IBM LSF jsrun: JSM_NAMESPACE_RANK and JSM_NAMESPACE_LOCAL_RANK, set by jsrun (as the
     // tools that run under it read them); JSM_NAMESPACE_LOCAL_SIZE, read the same way, is not
-    // in IBM's jsrun page: refused when unset.
+    // in IBM's jsrun page: refused when unset. JSM_NAMESPACE_SIZE for the whole.
     Launcher {
         name: "LSF jsrun",
         rank: &["JSM_NAMESPACE_RANK"],
         local: "JSM_NAMESPACE_LOCAL_RANK",
         local_size: &["JSM_NAMESPACE_LOCAL_SIZE"],
+        size: &["JSM_NAMESPACE_SIZE"],
     },
     // Flux: the job shell sets FLUX_TASK_RANK and FLUX_TASK_LOCAL_ID (flux-core
     // src/shell/task.c, flux-environment(7)) and no count of this node's tasks: `lama exec`
-    // asks `flux job taskmap` (flux-job(1)) and passes the answer as FLUX_LOCAL_COUNT.
+    // asks `flux job taskmap` (flux-job(1)) and passes the answer as FLUX_LOCAL_COUNT;
+    // FLUX_JOB_SIZE is the job's task count (flux-environment(7)).
     Launcher {
         name: "Flux (flux run)",
         rank: &["FLUX_TASK_RANK"],
         local: "FLUX_TASK_LOCAL_ID",
         local_size: &[FLUX_LOCAL_COUNT],
+        size: &["FLUX_JOB_SIZE"],
     },
 ];
 
@@ -93,6 +103,7 @@ pub const SLURM: Launcher = Launcher {
     rank: &["SLURM_PROCID"],
     local: "SLURM_LOCALID",
     local_size: &["SLURM_GTIDS"],
+    size: &["SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"],
 };
 
 /// The longest value read from a launcher's variable: a rank list of a node of a few
@@ -113,6 +124,8 @@ pub struct Rank {
     /// The global ranks of this node's ranks, by local rank, where the launcher says
     /// (srun's `SLURM_GTIDS`); else `None`, local ranks being in ascending global rank.
     pub node_ranks: Option<Vec<u32>>,
+    /// How many ranks run in all, where the launcher says (for advice only).
+    pub size: Option<u32>,
 }
 
 impl Rank {
@@ -192,8 +205,39 @@ fn read_one(l: &Launcher, env: &dyn Fn(&str) -> Option<String>) -> Option<Result
             local,
             local_size,
             node_ranks,
+            size: first_of(l.size, env).and_then(|(_, v)| v.trim().parse().ok()),
         })
     })())
+}
+
+/// The option of launcher `name` (a [`Launcher::name`]) that deals ranks to nodes as srun's
+/// `-m want` does (`block`, `cyclic`, `plane=N`; `per_node` ranks per node), where it has one:
+/// Open MPI's `--map-by slot|node` (mpirun(1)), hydra's `-ppn` (consecutive groups of that
+/// many ranks per host, round the hosts: MPICH's mpiexec.hydra and Intel MPI's), Flux's
+/// `--taskmap=block|cyclic|cyclic:N` (flux-run(1)) and srun's `-m`.
+pub fn spread_option(name: &str, want: &str, per_node: u32) -> Option<String> {
+    let plane = want.strip_prefix("plane=");
+    let hydra = || match (want, plane) {
+        ("block", _) => Some(format!("-ppn {per_node}")),
+        ("cyclic", _) => Some("-ppn 1".to_string()),
+        (_, Some(n)) => Some(format!("-ppn {n}")),
+        _ => None,
+    };
+    match name {
+        n if n == LAUNCHERS[0].name => match want {
+            "block" => Some("--map-by slot".into()),
+            "cyclic" => Some("--map-by node".into()),
+            _ => None,
+        },
+        n if n == LAUNCHERS[1].name || n == LAUNCHERS[2].name => hydra(),
+        n if n == LAUNCHERS[5].name => match (want, plane) {
+            ("block" | "cyclic", _) => Some(format!("--taskmap={want}")),
+            (_, Some(n)) => Some(format!("--taskmap=cyclic:{n}")),
+            _ => None,
+        },
+        n if n == SLURM.name => Some(format!("-m {want}")),
+        _ => None,
+    }
 }
 
 /// Which rank this process is, from the environment `env`: the MPI launchers' variables
@@ -217,6 +261,7 @@ pub fn find(env: impl Fn(&str) -> Option<String>) -> Result<Rank, String> {
                 local: 0,
                 local_size: 1,
                 node_ranks: None,
+                size: Some(1),
             }),
         };
     }
@@ -253,14 +298,34 @@ mod tests {
     }
 
     #[test]
+    fn options_that_spread_ranks_over_nodes() {
+        let ompi = LAUNCHERS[0].name;
+        let hydra = LAUNCHERS[1].name;
+        assert_eq!(spread_option(ompi, "cyclic", 4).unwrap(), "--map-by node");
+        assert_eq!(spread_option(ompi, "block", 4).unwrap(), "--map-by slot");
+        assert_eq!(spread_option(ompi, "plane=2", 4), None);
+        assert_eq!(spread_option(hydra, "block", 4).unwrap(), "-ppn 4");
+        assert_eq!(spread_option(hydra, "cyclic", 4).unwrap(), "-ppn 1");
+        assert_eq!(spread_option(hydra, "plane=2", 4).unwrap(), "-ppn 2");
+        assert_eq!(
+            spread_option(LAUNCHERS[5].name, "plane=3", 6).unwrap(),
+            "--taskmap=cyclic:3"
+        );
+        assert_eq!(spread_option(SLURM.name, "cyclic", 4).unwrap(), "-m cyclic");
+        assert_eq!(spread_option(LAUNCHERS[4].name, "cyclic", 4), None);
+    }
+
+    #[test]
     fn each_launchers_variables() {
         let ompi = find(env_of(&[
             ("OMPI_COMM_WORLD_RANK", "5"),
             ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
             ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+            ("OMPI_COMM_WORLD_SIZE", "8"),
         ]))
         .unwrap();
         assert_eq!((ompi.rank, ompi.local, ompi.local_size), (5, 1, 4));
+        assert_eq!(ompi.size, Some(8));
         assert_eq!(ompi.launcher, Some("Open MPI (mpirun/prterun)"));
         assert_eq!(ompi.globals(), [0, 1, 2, 3]);
         let hydra = find(env_of(&[
@@ -270,6 +335,8 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((hydra.rank, hydra.local, hydra.local_size), (3, 3, 8));
+        // No PMI_SIZE: the whole count is unknown (advice only).
+        assert_eq!(hydra.size, None);
         for (rank, local, size) in [
             (
                 "MV2_COMM_WORLD_RANK",

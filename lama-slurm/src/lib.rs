@@ -14,4 +14,5 @@ pub mod hostlist;
 pub mod launcher;
 pub mod node;
 pub mod node_env;
+pub mod node_plan;
 pub mod task_env;

@@ -415,8 +415,11 @@ pub fn by_plan(
     let here = plan_file::StepHere {
         node: &slurm_node,
         globals: &globals,
-        total,
+        local_count: globals.len(),
+        total: Some(total),
         cpus: &cpus,
+        launcher: "Slurm",
+        relaunch: lama_slurm::node_plan::SRUN_RELAUNCH,
     };
     let tasks = plan_file::planned_tasks(&resolved.machine, &file, &here, verbose, user.omp)?;
     tracing::info!(node, job, step, source = %resolved.source, topology_us = micros,

@@ -575,18 +575,39 @@ t_lama_exec_mpis() {
     guest_mpi mpich -n8 --lama-map=Nscbnh || return 1
     assert_eq "the plugin, Nscbnh: by hand" "$hand" "$(cpus)" || return 1
     assert_eq "the plugin, Nscbnh: derived from lscpu" "$(derive_layout Nscbnh 1c 8)" "$(cpus)" || return 1
-    for lib in ompi mpich; do
-        local run=(mpirun -np 8)
+    # Intel MPI (vm.sh up copies impi-rt's run time to /opt/impi): its hydra, and its library in
+    # place of MPICH's (ABI-compatible), which says so at I_MPI_DEBUG=4. Its hydra pins each rank
+    # at launch (I_MPI_PIN, on by default); lama exec places among the cgroup's CPUs instead and
+    # sets I_MPI_PIN=0 for MPI_Init.
+    local impi=(env LD_LIBRARY_PATH=/opt/impi/lib FI_PROVIDER_PATH=/opt/impi/lib/prov I_MPI_FABRICS=shm
+        I_MPI_DEBUG=4 /opt/impi/bin/mpiexec.hydra -n 8)
+    for lib in ompi mpich impi; do
+        local run=(mpirun -np 8) prog=$lib
         [ "$lib" == mpich ] && run=(mpiexec.mpich -n 8)
-        as_user timeout 300 "${run[@]}" lama exec --map Nscbnh -- "$mpi_bin/mpitest-$lib" report \
-            > "$work/all" 2> "$work/err" || { fail "${run[*]} lama exec failed: $(tail -n 5 "$work/err")"; return 1; }
+        [ "$lib" == impi ] && run=("${impi[@]}") prog=mpich
+        as_user timeout 300 "${run[@]}" lama exec --map Nscbnh -- "$mpi_bin/mpitest-$prog" report \
+            > "$work/all" 2> "$work/err" || { fail "$lib: ${run[*]} lama exec failed: $(tail -n 5 "$work/err")"; return 1; }
         grep -E '^[0-9]+ ' "$work/all" | sort -n > "$work/out"
         report_complete 8 || return 1
-        assert_eq "$lib: size, library" "$(yes "8 $lib" | head -n 8 | paste -sd' ')" \
+        assert_eq "$lib: size, library" "$(yes "8 $prog" | head -n 8 | paste -sd' ')" \
             "$(awk '{ printf "%s%s %s", (NR > 1 ? " " : ""), $6, $7 }' "$work/out")" || return 1
-        assert_eq "lama exec under ${run[0]}, after MPI_Init: by hand" "$hand" "$(cpus)" || return 1
-        assert_eq "lama exec under ${run[0]}: LAMA_CPUS" "$(report_field 3)" "$(report_field 4)" || return 1
+        if [ "$lib" == impi ]; then
+            grep -q 'MPI startup(): Intel(R) MPI Library' "$work/all" "$work/err" \
+                || { fail "impi: Intel MPI's library did not start the ranks: $(head -n 3 "$work/all" "$work/err")"; return 1; }
+        fi
+        assert_eq "$lib: lama exec, after MPI_Init: by hand" "$hand" "$(cpus)" || return 1
+        assert_eq "$lib: lama exec: LAMA_CPUS" "$(report_field 3)" "$(report_field 4)" || return 1
     done
+    # The same placement as an Open MPI rankfile (lama map --emit rankfile: logical cores),
+    # bound by mpirun itself, with no lama exec: the same masks.
+    "$lama" map --topology "$work/vmnode.xml" -n 8 --map Nscbnh --node-names vmnode --emit rankfile \
+        > "$work/rankfile" || { fail "lama map --emit rankfile failed"; return 1; }
+    as_user bash -c 'printf "%s\n" "$1" > /tmp/lama.rankfile' _ "$(cat "$work/rankfile")" || return 1
+    as_user timeout 300 mpirun -np 8 --map-by rankfile:file=/tmp/lama.rankfile "$mpi_bin/mpitest-ompi" report \
+        > "$work/all" 2> "$work/err" || { fail "mpirun with the rankfile failed: $(tail -n 5 "$work/err")"; return 1; }
+    grep -E '^[0-9]+ ' "$work/all" | sort -n > "$work/out"
+    report_complete 8 || return 1
+    assert_eq "mpirun --map-by rankfile:file= (lama map --emit rankfile), after MPI_Init: by hand" "$hand" "$(cpus)"
 }
 
 # Hybrid: 2 ranks of 4 threads (-c4 --lama-omp, OMP_NUM_THREADS=4), round the packages: each

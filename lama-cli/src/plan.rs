@@ -55,6 +55,12 @@ pub(crate) struct PlanArgs {
     /// (repeat it), as a partial allocation's cpusets.
     #[arg(long, value_name = "[NODE=]CPULIST")]
     restrict: Vec<String>,
+    /// The ranks form this Cartesian grid (sizes as MPI_Dims_create gives them, e.g. 48x44 or
+    /// 16x12x11; ranks numbered as MPI_Cart_create numbers them, the last size fastest): the
+    /// stencil path cuts the grid into boxes along the machine. Without it, a matrix whose
+    /// pairs are all grid neighbours is recognised as a grid.
+    #[arg(long, value_name = "D0xD1[xD2]")]
+    grid: Option<String>,
     /// Slurm's topology.conf (topology/tree); without it every node hangs off one switch.
     #[arg(long, value_name = "FILE")]
     network: Option<PathBuf>,
@@ -271,7 +277,14 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     } else {
         Unit::Core
     };
-    let plan = lama_plan::plan(&matrix, &system, &paths, unit, &lama_plan::guard_layouts())
+    let grid = args
+        .grid
+        .as_deref()
+        .map(|g| lama_plan::stencil::Grid::parse(g, matrix.ranks()))
+        .transpose()
+        .map_err(Failure::Usage)?;
+    let layouts = lama_plan::guard_layouts();
+    let plan = lama_plan::plan_on(&matrix, &system, &paths, unit, &layouts, grid.as_ref())
         .map_err(Failure::Place)?;
 
     let file = PlanFile {
@@ -395,8 +408,9 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
          is the cost of the closest level holding both (the same PU costs 0; where a NUMA \
          node holds several packages, the smaller object costs the smaller distance):\n  {d}\n\
          candidates (Scotch's mapping, the recursive bisection, the multisection with \
-         Scotch's partitioner, and the LAMA layouts: the five usual ones, then every other \
-         order of the node's levels that places differently):\n"
+         Scotch's partitioner, on a Cartesian grid (--grid, or recognised from the matrix) the \
+         stencil path, and the LAMA layouts: the five usual ones, then every other order of \
+         the node's levels that places differently):\n"
     );
     let width = plan
         .candidates
@@ -404,16 +418,26 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
         .map(|c| c.name.len())
         .max()
         .unwrap_or(0);
+    // The cheapest other candidate, for the winner's margin.
+    let runner_up = plan
+        .candidates
+        .iter()
+        .filter(|c| c.name != plan.winner)
+        .filter_map(|c| c.cost.as_ref().ok().map(|&v| (c.name.as_str(), v)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
     for c in &plan.candidates {
         s += &match &c.cost {
             Ok(v) => format!(
                 "  {:<width$} {}{}\n",
                 c.name,
                 cost(*v),
-                if c.name == plan.winner {
-                    "  <- the winner"
-                } else {
-                    ""
+                match runner_up {
+                    _ if c.name != plan.winner => String::new(),
+                    Some((name, next)) => format!(
+                        "  <- the winner ({} against {name}, the next cheapest)",
+                        percent(*v, next)
+                    ),
+                    None => "  <- the winner".to_string(),
                 }
             ),
             Err(e) => format!("  {:<width$} not placed: {e}\n", c.name),

@@ -83,9 +83,9 @@ fn main() {
     let second = Distances::parse("l2=1,l3=2,numa=3,package=4,node=6,switch=20,farther=24")
         .expect("distances");
     println!(
-        "| distances | machine | matrix | plan | Slurm default (csbnh) | plan vs default | best layout | plan vs best | bisection | plan vs bisection | multisection | plan vs multisection | Scotch | winner | time |"
+        "| distances | machine | matrix | plan | Slurm default (csbnh) | plan vs default | best layout | plan vs best | bisection | plan vs bisection | multisection | plan vs multisection | Scotch | stencil path | winner | time |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (dname, distances) in [("default", Distances::default()), ("second", second)] {
         let machines: [(&str, usize, usize, Vec<&Machine>); 4] = [
             ("4 nodes, 96 cores", 1, 4, vec![&node; 4]),
@@ -140,12 +140,18 @@ fn main() {
                 let scotch = p
                     .cost_of("scotch")
                     .map_or("not run".to_string(), |c| format!("{c:.0}"));
+                let stencil = p
+                    .candidates
+                    .iter()
+                    .find(|c| c.name.starts_with("stencil"))
+                    .and_then(|c| c.cost.as_ref().ok())
+                    .map_or("-".to_string(), |c| format!("{c:.0}"));
                 let pct = |a: f64, b: f64| {
                     let v = (a - b) / b * 100.0;
                     format!("{:+.1}%", if v.abs() < 0.05 { 0.0 } else { v })
                 };
                 println!(
-                    "| {dname} | {label} | {name} | {:.0} | {block:.0} | {} | {best_name} {best:.0} | {} | {bisection:.0} | {} | {} | {} | {scotch} | {}{} | {:.0} ms |",
+                    "| {dname} | {label} | {name} | {:.0} | {block:.0} | {} | {best_name} {best:.0} | {} | {bisection:.0} | {} | {} | {} | {scotch} | {stencil} | {}{} | {:.0} ms |",
                     p.cost,
                     pct(p.cost, block),
                     pct(p.cost, best),

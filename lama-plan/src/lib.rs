@@ -21,12 +21,14 @@ pub mod matrix;
 pub mod network;
 mod refine;
 mod scotch;
+pub mod stencil;
 pub mod traffic;
 
 use cost::{Spot, System, LEVELS};
 use lama_engine::{place, Bind, Layout, Level, Machine, Mppr, Order, Request};
 use matrix::CommMatrix;
 use std::collections::HashMap;
+use stencil::Grid;
 
 /// Most communicating pairs handed to Scotch (about 1 M arcs).
 pub const MAX_SCOTCH_PAIRS: usize = 1 << 19;
@@ -36,7 +38,7 @@ pub const MAX_SCOTCH_PAIRS: usize = 1 << 19;
 /// multisection, built on Scotch's partitioner, takes a few seconds and costs less).
 pub const MAX_SCOTCH_TREE_SLOTS: usize = 1 << 15;
 
-/// The candidates that are not LAMA layouts.
+/// The candidates that are not LAMA layouts (and the stencil path, `stencil XxY`).
 const NOT_LAYOUTS: [&str; 3] = ["scotch", "bisection", "multisection"];
 
 /// The layouts every plan is compared with: Slurm's block default (`csbnh`) first.
@@ -78,10 +80,12 @@ pub struct RankPlace {
 /// One candidate and its cost under the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
-    /// `scotch` or a layout.
+    /// `scotch`, `bisection`, `multisection`, `stencil XxY` or a layout.
     pub name: String,
     /// Its cost; `None` when it could not place the ranks (and why).
     pub cost: Result<f64, String>,
+    /// How long it took, in seconds.
+    pub seconds: f64,
 }
 
 /// A plan: the winner's placement, refined, and every candidate's cost.
@@ -112,7 +116,7 @@ impl Plan {
     pub fn best_layout(&self) -> Option<(&str, f64)> {
         self.candidates
             .iter()
-            .filter(|c| !NOT_LAYOUTS.contains(&c.name.as_str()))
+            .filter(|c| !NOT_LAYOUTS.contains(&c.name.as_str()) && !c.name.starts_with("stencil"))
             .filter_map(|c| c.cost.as_ref().ok().map(|&v| (c.name.as_str(), v)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
     }
@@ -444,6 +448,20 @@ pub fn plan(
     unit: Unit,
     layouts: &[Layout],
 ) -> Result<Plan, String> {
+    plan_on(matrix, system, paths, unit, layouts, None)
+}
+
+/// [`plan`], with the stencil path on `grid` (the ranks' Cartesian grid, as `--grid` gives
+/// it) or, without one, on the grid the matrix is recognised as ([`Grid::recognise`]).
+pub fn plan_on(
+    matrix: &CommMatrix,
+    system: &System<'_>,
+    paths: &[Vec<usize>],
+    unit: Unit,
+    layouts: &[Layout],
+    grid: Option<&Grid>,
+) -> Result<Plan, String> {
+    let grid = grid.cloned().or_else(|| Grid::recognise(matrix));
     let np = matrix.ranks() as usize;
     let machines = system.machines();
     let slots = slots(machines, unit);
@@ -482,7 +500,7 @@ pub fn plan(
     };
     let mut candidates = Vec::new();
     let mut best: Option<(f64, String, Vec<usize>)> = None;
-    let mut consider = |name: String, result: Result<Vec<usize>, String>| {
+    let mut consider = |name: String, result: Result<Vec<usize>, String>, seconds: f64| {
         let cost = result.map(|assign| {
             let c = cost_of(&assign);
             if best.as_ref().is_none_or(|(b, _, _)| c < *b) {
@@ -490,39 +508,128 @@ pub fn plan(
             }
             c
         });
-        candidates.push(Candidate { name, cost });
+        candidates.push(Candidate {
+            name,
+            cost,
+            seconds,
+        });
     };
-    // Scotch and the bisection balance load over every leaf they are given: on all the slots
-    // they spread a small job over every node. Each is also run on the first `np` slots (node
-    // by node, in logical order: as compact as the allocation allows); the cheaper counts.
-    let compact = &slots[..np];
+    let input = Input {
+        matrix,
+        system,
+        tree: &tree,
+        slots: &slots,
+        near: &near,
+        grid: grid.as_ref(),
+    };
+    for (name, result, seconds) in mapped(&input, &cheaper) {
+        consider(name, result, seconds);
+    }
+    for (name, result, seconds) in layout_candidates(machines, &spots, unit, np, layouts) {
+        consider(name, result, seconds);
+    }
+    let (before, winner, mut assign) = best.ok_or_else(|| {
+        let why: Vec<String> = candidates
+            .iter()
+            .filter_map(|c| c.cost.as_ref().err().map(|e| format!("{}: {e}", c.name)))
+            .collect();
+        format!("no candidate could place the ranks ({})", why.join("; "))
+    })?;
+    let swaps = refine::swaps(&near, system, &spots, &mut assign);
+    let cost = cost_of(&assign).min(before);
+    let ranks = assign
+        .iter()
+        .map(|&s| RankPlace {
+            node: slots[s].node,
+            pu: slots[s].pu,
+            bound: slots[s].bound.clone(),
+        })
+        .collect();
+    Ok(Plan {
+        ranks,
+        winner,
+        cost,
+        swaps,
+        candidates,
+    })
+}
+
+/// What the mapping candidates are computed from.
+struct Input<'a> {
+    matrix: &'a CommMatrix,
+    system: &'a System<'a>,
+    tree: &'a Tree,
+    slots: &'a [Slot],
+    near: &'a Vec<Vec<(u32, f64)>>,
+    grid: Option<&'a Grid>,
+}
+
+/// Each rank's slot, or why there is none.
+type Assignment = Result<Vec<usize>, String>;
+
+/// A mapper run on some slots (their tree coordinates and the slots).
+type Mapper<'a> = &'a dyn Fn(&[Vec<u32>], &[Slot]) -> Assignment;
+
+/// A candidate's name, its assignment and the seconds it took.
+type Mapped = (String, Assignment, f64);
+
+/// The candidates that map the matrix: Scotch's mapping, the recursive bisection, the
+/// multisection, and on a grid the stencil path. Each but the stencil path balances load over
+/// every slot it is given, spreading a small job over every node, so each is also run on the
+/// first `np` slots (node by node, in logical order: as compact as the allocation allows), and
+/// the cheaper (by `cheaper`) counts.
+fn mapped(
+    input: &Input<'_>,
+    cheaper: &dyn Fn(Assignment, Assignment) -> Assignment,
+) -> Vec<Mapped> {
+    let Input {
+        matrix,
+        system,
+        tree,
+        slots,
+        near,
+        grid,
+    } = *input;
+    let np = matrix.ranks() as usize;
+    let both = |f: Mapper<'_>| {
+        let t0 = std::time::Instant::now();
+        let all = f(&tree.coords, slots);
+        let result = match np < slots.len() && all.is_ok() {
+            true => cheaper(all, f(&tree.coords[..np], &slots[..np])),
+            false => all,
+        };
+        (result, t0.elapsed().as_secs_f64())
+    };
     let rank_graph = graph(matrix);
-    let spread = scotch_mapping(matrix, &rank_graph, &near, system, &tree, &slots);
-    let mapped = if np < slots.len() {
-        cheaper(
-            spread,
-            scotch_mapping(matrix, &rank_graph, &near, system, &tree, compact),
-        )
-    } else {
-        spread
-    };
-    consider("scotch".to_string(), mapped);
-    let mut bisected = Ok(bisect::map(matrix, &near, &tree.coords));
-    if np < slots.len() {
-        bisected = cheaper(bisected, Ok(bisect::map(matrix, &near, &tree.coords[..np])));
+    let mut out: Vec<Mapped> = Vec::new();
+    let (r, t) = both(&|_, s| scotch_mapping(matrix, &rank_graph, near, system, tree, s));
+    out.push(("scotch".to_string(), r, t));
+    let (r, t) = both(&|c, _| Ok(bisect::map(matrix, near, c)));
+    out.push(("bisection".to_string(), r, t));
+    let (r, t) = both(&|c, _| not_too_dense(matrix).and_then(|()| multisect::map(&rank_graph, c)));
+    out.push(("multisection".to_string(), r, t));
+    if let Some(grid) = grid {
+        let t0 = std::time::Instant::now();
+        let r = Ok(stencil::map(grid, near, &tree.coords));
+        out.push((format!("stencil {grid}"), r, t0.elapsed().as_secs_f64()));
     }
-    consider("bisection".to_string(), bisected);
-    let mut multisected =
-        not_too_dense(matrix).and_then(|()| multisect::map(&rank_graph, &tree.coords));
-    if np < slots.len() && multisected.is_ok() {
-        multisected = cheaper(multisected, multisect::map(&rank_graph, &tree.coords[..np]));
-    }
-    consider("multisection".to_string(), multisected);
+    out
+}
+
+/// The LAMA layouts as candidates: `layouts` (always listed), then every other layout of the
+/// levels the first node has ([`all_layouts`]) that places the ranks differently from every
+/// layout before it.
+fn layout_candidates(
+    machines: &[&Machine],
+    spots: &[Spot],
+    unit: Unit,
+    np: usize,
+    layouts: &[Layout],
+) -> Vec<Mapped> {
     let slot_at: HashMap<Spot, usize> = spots.iter().enumerate().map(|(i, &s)| (s, i)).collect();
-    // The guard layouts are always listed; another layout only when it places the ranks
-    // differently from every candidate before it.
     let mut seen: Vec<String> = Vec::new();
     let mut placements: std::collections::HashSet<Vec<usize>> = std::collections::HashSet::new();
+    let mut out = Vec::new();
     let guards = layouts.len();
     for (k, layout) in layouts
         .iter()
@@ -535,6 +642,7 @@ pub fn plan(
             continue;
         }
         seen.push(name.clone());
+        let t0 = std::time::Instant::now();
         let req = Request {
             layout,
             bind: unit.bind(),
@@ -562,32 +670,9 @@ pub fn plan(
                 continue;
             }
         }
-        consider(name, result);
+        out.push((name, result, t0.elapsed().as_secs_f64()));
     }
-    let (before, winner, mut assign) = best.ok_or_else(|| {
-        let why: Vec<String> = candidates
-            .iter()
-            .filter_map(|c| c.cost.as_ref().err().map(|e| format!("{}: {e}", c.name)))
-            .collect();
-        format!("no candidate could place the ranks ({})", why.join("; "))
-    })?;
-    let swaps = refine::swaps(&near, system, &spots, &mut assign);
-    let cost = cost_of(&assign).min(before);
-    let ranks = assign
-        .iter()
-        .map(|&s| RankPlace {
-            node: slots[s].node,
-            pu: slots[s].pu,
-            bound: slots[s].bound.clone(),
-        })
-        .collect();
-    Ok(Plan {
-        ranks,
-        winner,
-        cost,
-        swaps,
-        candidates,
-    })
+    out
 }
 
 /// The levels a layout of `m` can usefully name, besides the node: those `m` has, each with

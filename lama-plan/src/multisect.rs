@@ -136,7 +136,7 @@ impl Work<'_> {
 /// How many of `n` ranks each child takes when Scotch has nothing to cut: its capacity when the
 /// ranks fill them all, else in proportion to capacity (largest remainders first), never above
 /// it.
-fn shares(n: usize, caps: &[usize]) -> Vec<usize> {
+pub(crate) fn shares(n: usize, caps: &[usize]) -> Vec<usize> {
     let total: usize = caps.iter().sum();
     if n >= total {
         return caps.to_vec();

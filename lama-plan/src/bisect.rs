@@ -50,13 +50,7 @@ struct Work<'a> {
 impl Work<'_> {
     /// Places `ranks` on `slots`, which share their coordinates above `depth`.
     fn place(&mut self, ranks: Vec<u32>, slots: Vec<usize>, depth: usize) {
-        if ranks.is_empty() {
-            return;
-        }
-        if slots.len() == 1 || depth >= self.coords[slots[0]].len() {
-            for (r, s) in ranks.into_iter().zip(slots) {
-                self.out[r as usize] = s;
-            }
+        if crate::bisect::at_leaf(self.coords, &ranks, &slots, depth, &mut self.out[..]) {
             return;
         }
         let groups = children(self.coords, slots, depth);
@@ -146,6 +140,28 @@ impl Work<'_> {
         }
         (a, b)
     }
+}
+
+/// Whether `ranks` need no more splitting (none left, one slot, or the bottom of the tree at
+/// `depth`); where they do not, each is placed on its slot in order (in `out`). Shared by the
+/// tree walks (the bisection, the multisection, the stencil path).
+pub(crate) fn at_leaf(
+    coords: &[Vec<u32>],
+    ranks: &[u32],
+    slots: &[usize],
+    depth: usize,
+    out: &mut [usize],
+) -> bool {
+    if ranks.is_empty() {
+        return true;
+    }
+    if slots.len() == 1 || depth >= coords[slots[0]].len() {
+        for (&r, &s) in ranks.iter().zip(slots) {
+            out[r as usize] = s;
+        }
+        return true;
+    }
+    false
 }
 
 /// The children at `depth` of the tree vertex that holds `slots` (slots whose coordinates

@@ -45,13 +45,7 @@ struct Work<'a> {
 impl Work<'_> {
     /// Places `ranks` on `slots`, which share their coordinates above `depth`.
     fn place(&mut self, ranks: Vec<u32>, slots: Vec<usize>, depth: usize) -> Result<(), String> {
-        if ranks.is_empty() {
-            return Ok(());
-        }
-        if slots.len() == 1 || depth >= self.coords[slots[0]].len() {
-            for (r, s) in ranks.into_iter().zip(slots) {
-                self.out[r as usize] = s;
-            }
+        if crate::bisect::at_leaf(self.coords, &ranks, &slots, depth, &mut self.out) {
             return Ok(());
         }
         let mut children = crate::bisect::children(self.coords, slots, depth);

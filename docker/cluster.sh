@@ -166,6 +166,10 @@ cmd_plugin() {
     install -m 0644 "$deb" "$stage/"
     # For sites that build from source: the e2e tests check its refusal on the nodes.
     install -m 0755 "$top/scripts/install-plugin.sh" "$stage/install-plugin.sh"
+    # Intel MPI's run time for tests/e2e/mpi.sh, at /opt/lama/impi on every member.
+    local impi
+    impi=$(intel_mpi_runtime "$top") || return 1
+    [ -x "$stage/impi/bin/mpiexec.hydra" ] || cp -a "$impi" "$stage/impi"
 }
 
 # docker compose on this cluster's project; with the profile of the extra nodes when the

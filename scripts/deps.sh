@@ -2,7 +2,8 @@
 # Installs what the project needs on a Debian 12 host (root): build dependencies of the Rust
 # crates, hwloc, mmdebstrap for the cluster's base image and the QEMU test node's guest image,
 # QEMU (software emulation), ssh and zstd for that guest (vmnode/), lintian and dpkg-dev for the
-# Debian package, rpm (rpmbuild) for the RPM, and docker compose v2 (from Debian
+# Debian package, rpm (rpmbuild) for the RPM, pip (Intel MPI's run time for the MPI tests), and
+# docker compose v2 (from Debian
 # trixie's docker-compose package; bookworm only has compose v1). Idempotent and quiet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# pip, for Intel MPI's run time in the MPI tests (scripts/lib.sh intel_mpi_runtime).
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    log "installing python3-pip"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
 fi
 
 if ! docker compose version >/dev/null 2>&1; then

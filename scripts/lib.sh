@@ -46,3 +46,40 @@ slurm_flavour() {
         *) echo "LAMA_SLURM=$1 is not a supported Slurm: use 24.11 (Debian trixie), 26.05 (Debian sid) or src-24.11 (24.11 built from source under /usr/local)" >&2; return 2 ;;
     esac
 }
+
+# Intel MPI's run time for the tests: impi-rt from the Python package index (its hydra,
+# libmpi.so.12, and libfabric with its providers; 2021.18.1 is the last release that carries its
+# own libfabric), kept once in TOP/docker/.build/impi-VERSION and its path printed. Intel MPI is
+# ABI-compatible with MPICH: lib/libmpich.so.12 is Intel's library, so an MPICH program runs on
+# it with LD_LIBRARY_PATH=DIR/lib (and FI_PROVIDER_PATH=DIR/lib/prov). Usage: intel_mpi_runtime TOP
+impi_version=2021.18.1
+intel_mpi_runtime() {
+    local cache=$1/docker/.build/impi-$impi_version tmp
+    if [ ! -x "$cache/bin/mpiexec.hydra" ]; then
+        tmp=$(mktemp -d)
+        python3 -m pip download --quiet --no-deps "impi-rt==$impi_version" -d "$tmp" >&2 \
+            || { echo "impi-rt $impi_version could not be downloaded" >&2; rm -rf "$tmp"; return 1; }
+        python3 - "$tmp"/impi_rt-*.whl "$tmp/rt" <<'PY' || { rm -rf "$tmp"; return 1; }
+import os, sys, zipfile
+wheel, out = sys.argv[1], sys.argv[2]
+keep = {"bin/mpiexec.hydra": "bin", "bin/hydra_bstrap_proxy": "bin", "bin/hydra_pmi_proxy": "bin",
+        "lib/libmpi.so.12": "lib", "lib/libfabric.so.1": "lib"}
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        rel = name.split(".data/data/", 1)[-1]
+        dest = keep.get(rel) or ("lib/prov" if rel.startswith("lib/") and rel.endswith("-fi.so") else None)
+        if dest:
+            os.makedirs(os.path.join(out, dest), exist_ok=True)
+            path = os.path.join(out, dest, os.path.basename(rel))
+            with open(path, "wb") as f:
+                f.write(z.read(name))
+            os.chmod(path, 0o755)
+PY
+        ln -s libmpi.so.12 "$tmp/rt/lib/libmpich.so.12"
+        [ -x "$tmp/rt/bin/mpiexec.hydra" ] || { echo "no mpiexec.hydra in impi-rt $impi_version" >&2; rm -rf "$tmp"; return 1; }
+        mkdir -p "$(dirname "$cache")" && rm -rf "$cache.$$" && mv "$tmp/rt" "$cache.$$" \
+            && { mv -T "$cache.$$" "$cache" 2>/dev/null || rm -rf "$cache.$$"; }
+        rm -rf "$tmp"
+    fi
+    echo "$cache"
+}

@@ -282,39 +282,10 @@ install_mpi_programs() {
         || { echo "vmnode: the MPI test programs were not copied into the guest" >&2; return 1; }
 }
 
-# Intel MPI's run time (impi-rt from the Python package index: its hydra, libmpi.so.12 and
-# libfabric with its providers; 2021.18.1 is the last release that carries its own libfabric),
-# kept in $here/.build/impi and copied into the guest's /opt/impi. Intel MPI is ABI-compatible
-# with MPICH: /opt/impi/lib/libmpich.so.12 is Intel's library, so the MPICH test program runs on
-# it with LD_LIBRARY_PATH=/opt/impi/lib.
-impi_version=2021.18.1
+# Intel MPI's run time (scripts/lib.sh intel_mpi_runtime), copied into the guest's /opt/impi.
 install_intel_mpi() {
-    local cache=$here/.build/impi-$impi_version tmp
-    if [ ! -x "$cache/bin/mpiexec.hydra" ]; then
-        tmp=$(mktemp -d)
-        python3 -m pip download --quiet --no-deps "impi-rt==$impi_version" -d "$tmp" >&2 \
-            || { echo "vmnode: impi-rt $impi_version could not be downloaded" >&2; rm -rf "$tmp"; return 1; }
-        python3 - "$tmp"/impi_rt-*.whl "$tmp/rt" <<'PY' || { rm -rf "$tmp"; return 1; }
-import os, sys, zipfile
-wheel, out = sys.argv[1], sys.argv[2]
-keep = {"bin/mpiexec.hydra": "bin", "bin/hydra_bstrap_proxy": "bin", "bin/hydra_pmi_proxy": "bin",
-        "lib/libmpi.so.12": "lib", "lib/libfabric.so.1": "lib"}
-with zipfile.ZipFile(wheel) as z:
-    for name in z.namelist():
-        rel = name.split(".data/data/", 1)[-1]
-        dest = keep.get(rel) or ("lib/prov" if rel.startswith("lib/") and rel.endswith("-fi.so") else None)
-        if dest:
-            os.makedirs(os.path.join(out, dest), exist_ok=True)
-            path = os.path.join(out, dest, os.path.basename(rel))
-            with open(path, "wb") as f:
-                f.write(z.read(name))
-            os.chmod(path, 0o755)
-PY
-        ln -s libmpi.so.12 "$tmp/rt/lib/libmpich.so.12"
-        [ -x "$tmp/rt/bin/mpiexec.hydra" ] || { echo "vmnode: no mpiexec.hydra in impi-rt $impi_version" >&2; rm -rf "$tmp"; return 1; }
-        rm -rf "$cache" && mkdir -p "$(dirname "$cache")" && mv "$tmp/rt" "$cache"
-        rm -rf "$tmp"
-    fi
+    local cache
+    cache=$(intel_mpi_runtime "$top") || return 1
     tar -C "$cache" -c . | guest 'mkdir -p /opt/impi && tar -x -C /opt/impi && test -x /opt/impi/bin/mpiexec.hydra' \
         || { echo "vmnode: Intel MPI was not copied into the guest" >&2; return 1; }
 }

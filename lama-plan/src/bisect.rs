@@ -259,7 +259,7 @@ fn cut_of(graph: &[Vec<(usize, f64)>], side: &[bool]) -> f64 {
 /// Fiduccia–Mattheyses passes that keep side A at exactly `want` vertices between moves of
 /// one vertex each way: every vertex moves at most once per pass, the best balanced prefix of
 /// the moves is kept. Returns the final cut.
-fn refine(graph: &[Vec<(usize, f64)>], side: &mut [bool], want: usize) -> f64 {
+pub(crate) fn refine(graph: &[Vec<(usize, f64)>], side: &mut [bool], want: usize) -> f64 {
     let n = graph.len();
     let mut gain = vec![0.0f64; n];
     for _ in 0..MAX_PASSES {

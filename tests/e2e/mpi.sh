@@ -306,6 +306,9 @@ echo "== hydra"
 mpiexec.mpich -n 6 lama exec --map scbnh -- lama verify --json -- $bin/mpitest-mpich report
 echo "== srun"
 srun --mpi=pmi2 lama exec --map scbnh -- $bin/mpitest-mpich report
+echo "== impi"
+env LD_LIBRARY_PATH=/opt/lama/impi/lib FI_PROVIDER_PATH=/opt/lama/impi/lib/prov FI_PROVIDER=tcp \
+    I_MPI_DEBUG=4 /opt/lama/impi/bin/mpiexec.hydra -n 6 -ppn 2 lama exec --map scbnh -- $bin/mpitest-mpich report
 echo "== plugin"
 srun --mpi=pmi2 --lama-map=scbnh $bin/mpitest-mpich report
 echo "== end"
@@ -319,8 +322,13 @@ EOF
     # (the default binding cannot give two ranks a core each: one thread each), node3's two cores.
     assert_eq "the plugin, by hand" "node1:0 node1:1 node2:0 node2:1 node3:0 node3:1" "$plugin" || return 1
     assert_eq "the plugin against lama map" "$(predict --map scbnh)" "$plugin" || return 1
+    # Intel MPI (docker/cluster.sh stages its run time at /opt/lama/impi): its hydra starts its
+    # proxies through Slurm, two ranks per node, and its library (ABI-compatible with MPICH's,
+    # in its place) says so at I_MPI_DEBUG=4.
+    awk '/^== / { on = ($0 == "== impi"); next } on' "$work/batch" | grep -q 'MPI startup(): Intel(R) MPI Library' \
+        || { fail "impi: Intel MPI's library did not start the ranks: $(grep -A5 '^== impi' "$work/batch")"; return 1; }
     local launcher
-    for launcher in ompi hydra srun; do
+    for launcher in ompi hydra srun impi; do
         section $launcher > "$work/out"
         report_complete 6 || { fail "$launcher: $(cat "$work/batch")"; return 1; }
         assert_eq "lama exec under $launcher, after MPI_Init" "$plugin" "$(actual_cpus)" || return 1

@@ -198,9 +198,6 @@ fn owner(m: &Machine, level: Level, p: u32) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// A tree position's key: depth, the coordinates above it, and what it stands for.
-type DenseKey = (usize, Vec<u32>, (u8, usize));
-
 /// The machine tree of a list of slots: one coordinate per tree level for each slot (network
 /// levels from the root, the node within its leaf switch, the node's levels, the hardware
 /// thread) and the model's cost of a link between children at each depth.
@@ -220,17 +217,18 @@ fn tree(system: &System<'_>, network_depth: &[Vec<usize>], slots: &[Slot], unit:
     // Coordinates: network levels (root first, padded at the top), node within the leaf
     // switch, the node's levels, the hardware thread.
     let mut coords: Vec<Vec<u32>> = Vec::with_capacity(slots.len());
-    let mut dense: HashMap<DenseKey, u32> = HashMap::new();
-    let mut next: HashMap<(usize, Vec<u32>), u32> = HashMap::new();
-    let mut index = |depth: usize, prefix: &[u32], own: (u8, usize)| -> u32 {
-        let key = (depth, prefix.to_vec(), own);
-        if let Some(&i) = dense.get(&key) {
-            return i;
-        }
-        let c = next.entry((depth, prefix.to_vec())).or_insert(0);
-        let i = *c;
-        *c += 1;
-        dense.insert(key, i);
+    // Tree vertices by their parent vertex and what they are (`own`): each vertex's id and its
+    // index among its parent's children; vertex 0 is the root.
+    let mut vertex: HashMap<(u32, (u8, usize)), (u32, u32)> = HashMap::new();
+    let mut children: Vec<u32> = vec![0];
+    let mut index = |parent: &mut u32, own: (u8, usize)| -> u32 {
+        let (id, i) = *vertex.entry((*parent, own)).or_insert_with(|| {
+            let i = children[*parent as usize];
+            children[*parent as usize] += 1;
+            children.push(0);
+            ((children.len() - 1) as u32, i)
+        });
+        *parent = id;
         i
     };
     // Node-internal levels of the same coordinate vector are padded to the first machine's.
@@ -245,6 +243,7 @@ fn tree(system: &System<'_>, network_depth: &[Vec<usize>], slots: &[Slot], unit:
         .collect();
     for s in slots {
         let mut c: Vec<u32> = Vec::new();
+        let mut parent = 0u32;
         let path = &network_depth[s.node as usize];
         let pad = net_depth - path.len();
         for depth in 0..net_depth {
@@ -253,22 +252,18 @@ fn tree(system: &System<'_>, network_depth: &[Vec<usize>], slots: &[Slot], unit:
             } else {
                 (1, path[path.len() - 1 - (depth - pad)])
             };
-            let i = index(depth, &c, own);
-            c.push(i);
+            c.push(index(&mut parent, own));
         }
-        let i = index(net_depth, &c, (2, s.node as usize));
-        c.push(i);
-        for (k, _) in levels.iter().enumerate() {
-            let own = match cache[s.node as usize][k][s.pu as usize] {
+        c.push(index(&mut parent, (2, s.node as usize)));
+        for owners in &cache[s.node as usize] {
+            let own = match owners[s.pu as usize] {
                 Some(o) => (3, o),
                 None => (4, s.pu as usize),
             };
-            let i = index(net_depth + 1 + k, &c, own);
-            c.push(i);
+            c.push(index(&mut parent, own));
         }
         if unit == Unit::Hwthread {
-            let i = index(net_depth + 1 + levels.len(), &c, (5, s.pu as usize));
-            c.push(i);
+            c.push(index(&mut parent, (5, s.pu as usize)));
         }
         coords.push(c);
     }
@@ -604,7 +599,20 @@ fn mapped(
     let mut out: Vec<Mapped> = Vec::new();
     let (r, t) = both(&|_, s| scotch_mapping(matrix, &rank_graph, near, system, tree, s));
     out.push(("scotch".to_string(), r, t));
-    let (r, t) = both(&|c, _| Ok(bisect::map(matrix, near, c)));
+    // The stencil path is the bisection with geometric first cuts: on a grid of more slots
+    // than Scotch's tree mapping takes, where time counts, the plain bisection is left out.
+    let (r, t) = match grid {
+        Some(g) if slots.len() > MAX_SCOTCH_TREE_SLOTS => (
+            Err(format!(
+                "not run: {} slots, more than {MAX_SCOTCH_TREE_SLOTS}, on the grid {g}: the \
+                 stencil path is this bisection started from geometric cuts (cheaper on every \
+                 benchmark stencil of that size, BENCHMARKS.md)",
+                slots.len()
+            )),
+            0.0,
+        ),
+        _ => both(&|c, _| Ok(bisect::map(matrix, near, c))),
+    };
     out.push(("bisection".to_string(), r, t));
     let (r, t) = both(&|c, _| not_too_dense(matrix).and_then(|()| multisect::map(&rank_graph, c)));
     out.push(("multisection".to_string(), r, t));

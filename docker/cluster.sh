@@ -169,7 +169,7 @@ cmd_plugin() {
     # Intel MPI's run time for tests/e2e/mpi.sh, at /opt/lama/impi on every member.
     local impi
     impi=$(intel_mpi_runtime "$top") || return 1
-    [ -x "$stage/impi/bin/mpiexec.hydra" ] || cp -a "$impi" "$stage/impi"
+    [ -x "$stage/impi/bin/mpiexec.hydra" ] || { rm -rf "$stage/impi" && cp -a "$impi" "$stage/impi"; }
 }
 
 # docker compose on this cluster's project; with the profile of the extra nodes when the

@@ -11,7 +11,9 @@ itself needs neither.
 
 The machine is the seed paper's shape: 4 leaf switches x 22 nodes x 2 packages x 2 NUMA nodes x
 6 cores (2,112 cores), or as many switches and nodes per switch as given (20 x 21: 10,080
-cores), every core used (full, uniform machines: where SharedMap applies). The model is a hop-distance one:
+cores), every core used, or with only the first cores of each NUMA node free (`--free-cores
+4`: a partial allocation of 16 of each node's 24 cores, the same on every node, so that
+SharedMap's uniform hierarchy still describes it). The model is a hop-distance one:
 two ranks whose closest common level is a NUMA node cost 10 per unit of volume, a package 20,
 a node 40, a leaf switch 800, and farther 1600; `lama plan` is given the same distances
 (`--distances`) and every placement is priced here by the same function.
@@ -202,7 +204,9 @@ def lama_plan(lama, n, edges, workdir, distances):
         f.write(f"SwitchName=top Switches=leaf[0-{switches - 1}]\n")
     out = os.path.join(workdir, "plan")
     t0 = time.monotonic()
-    subprocess.run([lama, "plan", "--matrix", mat, "--format", "sparse", "--np", str(n),
+    free = HIER[0]
+    restrict = ["--restrict", ",".join(f"{b}-{b + free - 1}" for b in range(0, 24, 6))] if free < 6 else []
+    subprocess.run([lama, "plan", "--matrix", mat, "--format", "sparse", "--np", str(n), *restrict,
                     "--topology", "pack:2 numa:2 core:6 pu:1", "--node-names", f"n[1-{nodes}]",
                     "--network", net, *distances, "--out", out],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -213,7 +217,10 @@ def lama_plan(lama, n, edges, workdir, distances):
             parts = line.split()
             if len(parts) >= 4 and parts[0] == "rank":
                 rank, node, cpu = int(parts[1]), int(parts[2][1:]) - 1, int(parts[4])
-                assign[rank] = cpu + 24 * node  # CPU c: package c/12, NUMA (c%12)/6, core c%6
+                # CPU c: package c/12, NUMA (c%12)/6, core c%6 (of which the first HIER[0]
+                # are free).
+                assert cpu % 6 < free, line
+                assign[rank] = cpu % 6 + free * (cpu // 6 + 4 * node)
     return assign, seconds
 
 
@@ -227,6 +234,10 @@ CASES = {
     "3D 24x21x20": lambda: stencil([24, 21, 20]),
     "clustered 240": lambda: clustered(10080, 240),
     "ring 10080": lambda: ring(10080),
+    # 1,408 ranks (--free-cores 4: 16 of each node's 24 cores)
+    "2D 44x32": lambda: stencil([44, 32]),
+    "3D 16x11x8": lambda: stencil([16, 11, 8]),
+    "clustered 176 (1408)": lambda: clustered(1408, 176),
 }
 
 
@@ -236,10 +247,12 @@ def main():
     ap.add_argument("--cases", default="2D 48x44,3D 16x12x11,clustered 176,ring")
     ap.add_argument("--switches", type=int, default=4)
     ap.add_argument("--per-switch", type=int, default=22)
+    ap.add_argument("--free-cores", type=int, default=6,
+                    help="cores free in each NUMA node (the first ones): a partial allocation")
     ap.add_argument("--lama-distances", choices=["model", "default"], default="model",
                     help="give lama plan the model's distances, or leave it its defaults")
     args = ap.parse_args()
-    HIER[3], HIER[4] = args.per_switch, args.switches
+    HIER[0], HIER[3], HIER[4] = args.free_cores, args.per_switch, args.switches
     import kahip
     print("| case | lama plan | kaffpa multisection | plan vs kaffpa | SharedMap strong "
           "| plan vs SharedMap | lama plan time (s) | kaffpa time (s) | SharedMap time (s) |")

@@ -460,26 +460,7 @@ pub fn plan_on(
     let np = matrix.ranks() as usize;
     let machines = system.machines();
     let slots = slots(machines, unit);
-    if np == 0 {
-        return Err("no rank to place".to_string());
-    }
-    if np > slots.len() {
-        return Err(format!(
-            "{np} ranks but only {} {} available on these nodes: ask for fewer ranks, more \
-             nodes{}",
-            slots.len(),
-            if unit == Unit::Core {
-                "cores"
-            } else {
-                "hardware threads"
-            },
-            if unit == Unit::Core {
-                ", or --bind hwthread"
-            } else {
-                ""
-            }
-        ));
-    }
+    enough_slots(np, slots.len(), unit)?;
     let tree = tree(system, paths, &slots, unit);
     let near = neighbours(matrix);
     let spots: Vec<Spot> = slots.iter().map(|s| (s.node, s.pu)).collect();
@@ -547,6 +528,24 @@ pub fn plan_on(
         swaps,
         candidates,
     })
+}
+
+/// That `np` ranks fit on `slots` binding slots of `unit`, or what to do.
+fn enough_slots(np: usize, slots: usize, unit: Unit) -> Result<(), String> {
+    if np == 0 {
+        return Err("no rank to place".to_string());
+    }
+    if np > slots {
+        let (what, or) = match unit {
+            Unit::Core => ("cores", ", or --bind hwthread"),
+            Unit::Hwthread => ("hardware threads", ""),
+        };
+        return Err(format!(
+            "{np} ranks but only {slots} {what} available on these nodes: ask for fewer ranks, \
+             more nodes{or}"
+        ));
+    }
+    Ok(())
 }
 
 /// What the mapping candidates are computed from.

@@ -104,24 +104,7 @@ impl Work<'_> {
                 (ranks.to_vec(), Vec::new())
             };
         }
-        for (i, &r) in ranks.iter().enumerate() {
-            self.local[r as usize] = i as u32;
-        }
-        let graph: Vec<Vec<(usize, f64)>> = ranks
-            .iter()
-            .map(|&r| {
-                self.near[r as usize]
-                    .iter()
-                    .filter_map(|&(j, v)| {
-                        let l = self.local[j as usize];
-                        (l != u32::MAX).then_some((l as usize, v))
-                    })
-                    .collect()
-            })
-            .collect();
-        for &r in ranks {
-            self.local[r as usize] = u32::MAX;
-        }
+        let graph = induced(self.near, ranks, &mut self.local);
         let mut best: Option<(f64, Vec<bool>)> = None;
         for mut side in [in_order(n, want), grown(&graph, want)] {
             let cut = refine(&graph, &mut side, want);
@@ -130,16 +113,49 @@ impl Work<'_> {
             }
         }
         let side = best.map(|(_, s)| s).unwrap_or_else(|| in_order(n, want));
-        let (mut a, mut b) = (Vec::with_capacity(want), Vec::with_capacity(n - want));
-        for (i, &r) in ranks.iter().enumerate() {
-            if side[i] {
-                a.push(r);
-            } else {
-                b.push(r);
-            }
-        }
-        (a, b)
+        sides(ranks, &side)
     }
+}
+
+/// The graph among `ranks` (local indexes in the order given) from their neighbours `near`;
+/// `local` is scratch of one entry per rank, `u32::MAX` outside a call.
+pub(crate) fn induced(
+    near: &[Vec<(u32, f64)>],
+    ranks: &[u32],
+    local: &mut [u32],
+) -> Vec<Vec<(usize, f64)>> {
+    for (i, &r) in ranks.iter().enumerate() {
+        local[r as usize] = i as u32;
+    }
+    let graph = ranks
+        .iter()
+        .map(|&r| {
+            near[r as usize]
+                .iter()
+                .filter_map(|&(j, v)| {
+                    let l = local[j as usize];
+                    (l != u32::MAX).then_some((l as usize, v))
+                })
+                .collect()
+        })
+        .collect();
+    for &r in ranks {
+        local[r as usize] = u32::MAX;
+    }
+    graph
+}
+
+/// `ranks` on side A (`side[i]`) and the rest, each in order.
+pub(crate) fn sides(ranks: &[u32], side: &[bool]) -> (Vec<u32>, Vec<u32>) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for (&r, &on_a) in ranks.iter().zip(side) {
+        if on_a {
+            a.push(r);
+        } else {
+            b.push(r);
+        }
+    }
+    (a, b)
 }
 
 /// Whether `ranks` need no more splitting (none left, one slot, or the bottom of the tree at

@@ -212,35 +212,10 @@ impl Work<'_> {
     /// the best of its shape, and a few moves across it can still lower the volume), with the
     /// volume between them.
     fn refined(&mut self, order: Vec<u32>, first: usize) -> (f64, (Vec<u32>, Vec<u32>)) {
-        for (i, &r) in order.iter().enumerate() {
-            self.local[r as usize] = i as u32;
-        }
-        let graph: Vec<Vec<(usize, f64)>> = order
-            .iter()
-            .map(|&r| {
-                self.near[r as usize]
-                    .iter()
-                    .filter_map(|&(q, v)| {
-                        let l = self.local[q as usize];
-                        (l != u32::MAX).then_some((l as usize, v))
-                    })
-                    .collect()
-            })
-            .collect();
-        for &r in &order {
-            self.local[r as usize] = u32::MAX;
-        }
+        let graph = crate::bisect::induced(self.near, &order, &mut self.local);
         let mut side: Vec<bool> = (0..order.len()).map(|i| i < first).collect();
         let volume = crate::bisect::refine(&graph, &mut side, first);
-        let (mut a, mut b) = (Vec::with_capacity(first), Vec::new());
-        for (r, on_a) in order.into_iter().zip(side) {
-            if on_a {
-                a.push(r);
-            } else {
-                b.push(r);
-            }
-        }
-        (volume, (a, b))
+        (volume, crate::bisect::sides(&order, &side))
     }
 
     /// The volume between the first `first` of `order` and the rest of it.

@@ -154,8 +154,10 @@ t_rpm_spec() {
         "$(echo "$requires" | grep '^slurm' | sort | paste -sd' ')" || return 1
     # The libraries come from the binaries (no AutoReqProv: no): hwloc, and the glibc
     # version of the host that built them.
-    echo "$requires" | grep -qx 'libhwloc.so.15()(64bit)' || fail "no hwloc requirement: $requires" || return 1
-    echo "$requires" | grep -q '^libc.so.6(GLIBC_2\.[0-9]*)(64bit)$' || fail "no glibc requirement: $requires" || return 1
+    # (A here-string, not a pipe into grep -q: under pipefail an early exit of grep fails the
+    # pipe, which once failed this check with the line there.)
+    grep -qx 'libhwloc.so.15()(64bit)' <<< "$requires" || fail "no hwloc requirement: $requires" || return 1
+    grep -q '^libc.so.6(GLIBC_2\.[0-9]*)(64bit)$' <<< "$requires" || fail "no glibc requirement: $requires" || return 1
     rm -rf "$work/x" && mkdir -p "$work/x"
     (cd "$work/x" && rpm2cpio "$rpm_file" | cpio -idm --quiet) || { fail "rpm2cpio | cpio failed"; return 1; }
     assert_eq "plugstack line" "# required /usr/lib64/slurm/spank_lama.so" \

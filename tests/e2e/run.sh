@@ -374,11 +374,11 @@ t_topology_cache() {
     assert_eq "placement without the cache" "node1:0 node1:1" "$(actual_cpus)" || return 1
     # 24.11: Slurm's own cache comes first and is still there. Later releases: none is left.
     [ "$slurm_release" == 24.11 ] && return 0
-    echo "$log" | grep -qF "topology source skipped: LAMA's cached machine: /nonexistent/lama_topology.machine does not exist" \
+    grep -qF "topology source skipped: LAMA's cached machine: /nonexistent/lama_topology.machine does not exist" <<< "$log" \
         || fail "no reason logged for the missing machine text: $(echo "$log" | grep lama)" || return 1
-    echo "$log" | grep -qF "topology source skipped: LAMA's cached topology: /nonexistent/lama_topology.xml does not exist" \
+    grep -qF "topology source skipped: LAMA's cached topology: /nonexistent/lama_topology.xml does not exist" <<< "$log" \
         || fail "no reason logged for the missing cache: $(echo "$log" | grep lama)" || return 1
-    echo "$log" | grep -qF "source=live discovery" \
+    grep -qF "source=live discovery" <<< "$log" \
         || fail "live discovery was not used: $(echo "$log" | grep lama)"
 }
 

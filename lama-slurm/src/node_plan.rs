@@ -94,6 +94,10 @@ pub fn planned_tasks(
             .iter()
             .filter_map(|&c| machine.logical_of(c))
             .collect();
+        let places = match omp {
+            true => omp_places(machine, &bound, false),
+            false => Vec::new(),
+        };
         tasks.push(TaskPlacement {
             global: g,
             pu_os: r.pu,
@@ -105,15 +109,11 @@ pub fn planned_tasks(
                 String::new()
             },
             omp_places: if omp {
-                omp_place_list(&omp_places(machine, &bound, false))
+                omp_place_list(&places)
             } else {
                 String::new()
             },
-            omp_place_count: if omp {
-                omp_places(machine, &bound, false).len()
-            } else {
-                0
-            },
+            omp_place_count: places.len(),
             mems: numa_nodes(machine, &bound),
             devices: Vec::new(),
             bind: None,

@@ -398,23 +398,6 @@ fn spread_note(
     ))
 }
 
-/// What starts the ranks on the nodes a plan's `.hosts` file lists (one line per rank, in
-/// rank order), for the launcher `name`.
-fn plan_relaunch(name: Option<&str>) -> String {
-    use lama_slurm::launcher::{LAUNCHERS, SLURM};
-    match name {
-        Some(n) if n == LAUNCHERS[0].name => {
-            "run mpirun --hostfile PLAN.hosts --map-by seq (one rank per line, in order)".into()
-        }
-        Some(n) if n == LAUNCHERS[1].name || n == LAUNCHERS[2].name => {
-            "run mpiexec -f PLAN.hosts (one rank per line, in order)".into()
-        }
-        Some(n) if n == LAUNCHERS[5].name => "run flux run --taskmap=hostfile:PLAN.hosts".into(),
-        Some(n) if n == SLURM.name => lama_slurm::node_plan::SRUN_RELAUNCH.into(),
-        _ => "start each rank on the node the plan's .hosts file names on its line".into(),
-    }
-}
-
 /// This rank placed by the plan in `file` (as the plugin applies `--lama-plan`).
 fn by_plan(
     args: &ExecArgs,
@@ -439,7 +422,6 @@ fn by_plan(
     let cpu_bound = machine.pus().iter().map(|p| p.os + 1).max().unwrap_or(0);
     let plan = lama_planfile::PlanFile::parse_for_node(&text, &node, cpu_bound)
         .map_err(|e| format!("the plan {} is malformed: {e}", file.display()))?;
-    let relaunch = plan_relaunch(me.launcher);
     let here = lama_slurm::node_plan::StepHere {
         node: &node,
         globals: &[me.rank],
@@ -447,7 +429,7 @@ fn by_plan(
         total: me.size,
         cpus,
         launcher: me.launcher.unwrap_or("no launcher"),
-        relaunch: &relaunch,
+        relaunch: lama_slurm::launcher::plan_relaunch(me.launcher),
     };
     let membind = Membind::parse(&args.membind).map_err(|d| d.headline())?;
     let tasks =
@@ -593,7 +575,7 @@ mod tests {
         let m = lama_engine::Machine::synthetic("pack:2 core:2 pu:1").unwrap();
         let all = CpuList::parse("0-3").unwrap();
         let args = args_of(&["t", "--plan", file.to_str().unwrap(), "--", "true"]);
-        let ompi = lama_slurm::launcher::LAUNCHERS[0].name;
+        let ompi = lama_slurm::launcher::OPEN_MPI.name;
         let rank = |rank, local, size| Rank {
             launcher: Some(ompi),
             rank,
@@ -642,7 +624,7 @@ mod tests {
         let m = lama_engine::Machine::synthetic("pack:2 core:2 pu:1").unwrap();
         let args = args_of(&["t", "--map", "nscbh", "-v", "--", "true"]);
         let req = request(&args).unwrap();
-        let hydra = lama_slurm::launcher::LAUNCHERS[1].name;
+        let hydra = lama_slurm::launcher::HYDRA.name;
         let me = |rank, size| Rank {
             launcher: Some(hydra),
             rank,

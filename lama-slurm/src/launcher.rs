@@ -25,70 +25,75 @@ pub struct Launcher {
 /// also inherit the `SLURM_*` variables of the job or step that started the launcher (a batch
 /// script is task 0 of its own step, so `SLURM_PROCID=0` and `SLURM_GTIDS=0` are set there;
 /// hydra's proxies are started by srun), which describe the launcher's process, not the rank.
-pub const LAUNCHERS: [Launcher; 6] = [
-    // Open MPI 5: OpenPMIx's src/mca/pmdl/ompi/pmdl_ompi.c (`setup_fork`) sets OMPI_COMM_WORLD_*
-    // for the ompi personality mpirun uses (Open MPI 4.1: orte/mca/schizo/ompi/schizo_ompi.c);
-    // documented in Open MPI's "Environment variables" (docs/tuning-apps/environment-var.rst),
-    // with OMPI_COMM_WORLD_SIZE.
-    Launcher {
-        name: "Open MPI (mpirun/prterun)",
-        rank: &["OMPI_COMM_WORLD_RANK"],
-        local: "OMPI_COMM_WORLD_LOCAL_RANK",
-        local_size: &["OMPI_COMM_WORLD_LOCAL_SIZE"],
-        size: &["OMPI_COMM_WORLD_SIZE"],
-    },
-    // MPICH's hydra (mpiexec, mpiexec.hydra), and Intel MPI's, derived from it:
-    // src/pm/hydra/proxy/pmip_cb.c (`launch_procs`) sets MPI_LOCALRANKID and MPI_LOCALNRANKS,
-    // and PMI_RANK (PMI_ID with -pmi-port) with PMI_SIZE, which MPICH's simple PMI client reads.
-    Launcher {
-        name: "hydra (MPICH, Intel MPI mpiexec)",
-        rank: &["PMI_RANK", "PMI_ID"],
-        local: "MPI_LOCALRANKID",
-        local_size: &["MPI_LOCALNRANKS"],
-        size: &["PMI_SIZE"],
-    },
-    // MVAPICH2: mpirun_rsh's src/pm/mpirun/mpispawn.c (`setup_local_environment`) and its
-    // hydra's src/pm/hydra/pm/pmiserv/pmip_cb.c set MV2_COMM_WORLD_* (with _SIZE).
-    Launcher {
-        name: "MVAPICH (mpirun_rsh, hydra)",
-        rank: &["MV2_COMM_WORLD_RANK"],
-        local: "MV2_COMM_WORLD_LOCAL_RANK",
-        local_size: &["MV2_COMM_WORLD_LOCAL_SIZE"],
-        size: &["MV2_COMM_WORLD_SIZE"],
-    },
-    // HPE Cray PALS: PALS_RANKID and PALS_LOCAL_RANKID (named by flux-coral2's cray_pals.c and
-    // by Slurm's emulation, src/plugins/mpi/cray_shasta/mpi_cray_shasta.c, which also sets
-    // PMI_LOCAL_SIZE); the local count from PALS_LOCAL_SIZE (a name flux-coral2 lists; no HPE
-    // page found says its meaning) or PMI_LOCAL_SIZE, and refused when neither is set.
-    Launcher {
-        name: "HPE Cray PALS",
-        rank: &["PALS_RANKID"],
-        local: "PALS_LOCAL_RANKID",
-        local_size: &["PALS_LOCAL_SIZE", "PMI_LOCAL_SIZE"],
-        size: &[], // (no source found that names PALS's whole count)
-    },
-    // IBM LSF jsrun: JSM_NAMESPACE_RANK and JSM_NAMESPACE_LOCAL_RANK, set by jsrun (as the
-    // tools that run under it read them); JSM_NAMESPACE_LOCAL_SIZE, read the same way, is not
-    // in IBM's jsrun page: refused when unset. JSM_NAMESPACE_SIZE for the whole.
-    Launcher {
-        name: "LSF jsrun",
-        rank: &["JSM_NAMESPACE_RANK"],
-        local: "JSM_NAMESPACE_LOCAL_RANK",
-        local_size: &["JSM_NAMESPACE_LOCAL_SIZE"],
-        size: &["JSM_NAMESPACE_SIZE"],
-    },
-    // Flux: the job shell sets FLUX_TASK_RANK and FLUX_TASK_LOCAL_ID (flux-core
-    // src/shell/task.c, flux-environment(7)) and no count of this node's tasks: `lama exec`
-    // asks `flux job taskmap` (flux-job(1)) and passes the answer as FLUX_LOCAL_COUNT;
-    // FLUX_JOB_SIZE is the job's task count (flux-environment(7)).
-    Launcher {
-        name: "Flux (flux run)",
-        rank: &["FLUX_TASK_RANK"],
-        local: "FLUX_TASK_LOCAL_ID",
-        local_size: &[FLUX_LOCAL_COUNT],
-        size: &["FLUX_JOB_SIZE"],
-    },
-];
+pub const LAUNCHERS: [Launcher; 6] = [OPEN_MPI, HYDRA, MVAPICH, PALS, JSRUN, FLUX];
+
+/// Open MPI 5: OpenPMIx's src/mca/pmdl/ompi/pmdl_ompi.c (`setup_fork`) sets OMPI_COMM_WORLD_*
+/// for the ompi personality mpirun uses (Open MPI 4.1: orte/mca/schizo/ompi/schizo_ompi.c);
+/// documented in Open MPI's "Environment variables" (docs/tuning-apps/environment-var.rst),
+/// with OMPI_COMM_WORLD_SIZE.
+pub const OPEN_MPI: Launcher = Launcher {
+    name: "Open MPI (mpirun/prterun)",
+    rank: &["OMPI_COMM_WORLD_RANK"],
+    local: "OMPI_COMM_WORLD_LOCAL_RANK",
+    local_size: &["OMPI_COMM_WORLD_LOCAL_SIZE"],
+    size: &["OMPI_COMM_WORLD_SIZE"],
+};
+
+/// MPICH's hydra (mpiexec, mpiexec.hydra), and Intel MPI's, derived from it:
+/// src/pm/hydra/proxy/pmip_cb.c (`launch_procs`) sets MPI_LOCALRANKID and MPI_LOCALNRANKS,
+/// and PMI_RANK (PMI_ID with -pmi-port) with PMI_SIZE, which MPICH's simple PMI client reads.
+pub const HYDRA: Launcher = Launcher {
+    name: "hydra (MPICH, Intel MPI mpiexec)",
+    rank: &["PMI_RANK", "PMI_ID"],
+    local: "MPI_LOCALRANKID",
+    local_size: &["MPI_LOCALNRANKS"],
+    size: &["PMI_SIZE"],
+};
+
+/// MVAPICH2: mpirun_rsh's src/pm/mpirun/mpispawn.c (`setup_local_environment`) and its
+/// hydra's src/pm/hydra/pm/pmiserv/pmip_cb.c set MV2_COMM_WORLD_* (with _SIZE).
+pub const MVAPICH: Launcher = Launcher {
+    name: "MVAPICH (mpirun_rsh, hydra)",
+    rank: &["MV2_COMM_WORLD_RANK"],
+    local: "MV2_COMM_WORLD_LOCAL_RANK",
+    local_size: &["MV2_COMM_WORLD_LOCAL_SIZE"],
+    size: &["MV2_COMM_WORLD_SIZE"],
+};
+
+/// HPE Cray PALS: PALS_RANKID and PALS_LOCAL_RANKID (named by flux-coral2's cray_pals.c and
+/// by Slurm's emulation, src/plugins/mpi/cray_shasta/mpi_cray_shasta.c, which also sets
+/// PMI_LOCAL_SIZE); the local count from PALS_LOCAL_SIZE (a name flux-coral2 lists; no HPE
+/// page found says its meaning) or PMI_LOCAL_SIZE, and refused when neither is set.
+pub const PALS: Launcher = Launcher {
+    name: "HPE Cray PALS",
+    rank: &["PALS_RANKID"],
+    local: "PALS_LOCAL_RANKID",
+    local_size: &["PALS_LOCAL_SIZE", "PMI_LOCAL_SIZE"],
+    size: &[], // (no source found that names PALS's whole count)
+};
+
+/// IBM LSF jsrun: JSM_NAMESPACE_RANK and JSM_NAMESPACE_LOCAL_RANK, set by jsrun (as the
+/// tools that run under it read them); JSM_NAMESPACE_LOCAL_SIZE, read the same way, is not
+/// in IBM's jsrun page: refused when unset. JSM_NAMESPACE_SIZE for the whole.
+pub const JSRUN: Launcher = Launcher {
+    name: "LSF jsrun",
+    rank: &["JSM_NAMESPACE_RANK"],
+    local: "JSM_NAMESPACE_LOCAL_RANK",
+    local_size: &["JSM_NAMESPACE_LOCAL_SIZE"],
+    size: &["JSM_NAMESPACE_SIZE"],
+};
+
+/// Flux: the job shell sets FLUX_TASK_RANK and FLUX_TASK_LOCAL_ID (flux-core
+/// src/shell/task.c, flux-environment(7)) and no count of this node's tasks: `lama exec`
+/// asks `flux job taskmap` (flux-job(1)) and passes the answer as FLUX_LOCAL_COUNT;
+/// FLUX_JOB_SIZE is the job's task count (flux-environment(7)).
+pub const FLUX: Launcher = Launcher {
+    name: "Flux (flux run)",
+    rank: &["FLUX_TASK_RANK"],
+    local: "FLUX_TASK_LOCAL_ID",
+    local_size: &[FLUX_LOCAL_COUNT],
+    size: &["FLUX_JOB_SIZE"],
+};
 
 /// The name under which `lama exec` passes the count of this node's Flux tasks, which it asks
 /// `flux job taskmap` for (Flux sets no variable with it).
@@ -224,19 +229,37 @@ pub fn spread_option(name: &str, want: &str, per_node: u32) -> Option<String> {
         _ => None,
     };
     match name {
-        n if n == LAUNCHERS[0].name => match want {
+        n if n == OPEN_MPI.name => match want {
             "block" => Some("--map-by slot".into()),
             "cyclic" => Some("--map-by node".into()),
             _ => None,
         },
-        n if n == LAUNCHERS[1].name || n == LAUNCHERS[2].name => hydra(),
-        n if n == LAUNCHERS[5].name => match (want, plane) {
+        n if n == HYDRA.name || n == MVAPICH.name => hydra(),
+        n if n == FLUX.name => match (want, plane) {
             ("block" | "cyclic", _) => Some(format!("--taskmap={want}")),
             (_, Some(n)) => Some(format!("--taskmap=cyclic:{n}")),
             _ => None,
         },
         n if n == SLURM.name => Some(format!("-m {want}")),
         _ => None,
+    }
+}
+
+/// What starts the ranks of launcher `name` (a [`Launcher::name`], `None` for no launcher) on
+/// the nodes a `lama plan` plan's `.hosts` file lists, one line per rank in rank order: Open
+/// MPI's sequential mapper (mpirun(1) `--map-by seq`), hydra's machine file (`-f`), Flux's
+/// `--taskmap=hostfile:` (flux-run(1)), srun's `SLURM_HOSTFILE` with `-m arbitrary`.
+pub fn plan_relaunch(name: Option<&str>) -> &'static str {
+    match name {
+        Some(n) if n == OPEN_MPI.name => {
+            "run mpirun --hostfile PLAN.hosts --map-by seq (one rank per line, in order)"
+        }
+        Some(n) if n == HYDRA.name || n == MVAPICH.name => {
+            "run mpiexec -f PLAN.hosts (one rank per line, in order)"
+        }
+        Some(n) if n == FLUX.name => "run flux run --taskmap=hostfile:PLAN.hosts",
+        Some(n) if n == SLURM.name => crate::node_plan::SRUN_RELAUNCH,
+        _ => "start each rank on the node the plan's .hosts file names on its line",
     }
 }
 
@@ -299,8 +322,8 @@ mod tests {
 
     #[test]
     fn options_that_spread_ranks_over_nodes() {
-        let ompi = LAUNCHERS[0].name;
-        let hydra = LAUNCHERS[1].name;
+        let ompi = OPEN_MPI.name;
+        let hydra = HYDRA.name;
         assert_eq!(spread_option(ompi, "cyclic", 4).unwrap(), "--map-by node");
         assert_eq!(spread_option(ompi, "block", 4).unwrap(), "--map-by slot");
         assert_eq!(spread_option(ompi, "plane=2", 4), None);
@@ -308,11 +331,11 @@ mod tests {
         assert_eq!(spread_option(hydra, "cyclic", 4).unwrap(), "-ppn 1");
         assert_eq!(spread_option(hydra, "plane=2", 4).unwrap(), "-ppn 2");
         assert_eq!(
-            spread_option(LAUNCHERS[5].name, "plane=3", 6).unwrap(),
+            spread_option(FLUX.name, "plane=3", 6).unwrap(),
             "--taskmap=cyclic:3"
         );
         assert_eq!(spread_option(SLURM.name, "cyclic", 4).unwrap(), "-m cyclic");
-        assert_eq!(spread_option(LAUNCHERS[4].name, "cyclic", 4), None);
+        assert_eq!(spread_option(JSRUN.name, "cyclic", 4), None);
     }
 
     #[test]

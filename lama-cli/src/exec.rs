@@ -107,8 +107,9 @@ fn cpuset_file(cgroup: &str, root: &Path, exists: &dyn Fn(&Path) -> bool) -> Opt
 }
 
 /// The CPUs the job may use here: the cgroup's cpuset (not this process's own mask, which a
-/// launcher may have narrowed), else this process's mask; with what the user is told.
-fn job_cpus() -> Result<(CpuList, Vec<String>), String> {
+/// launcher may have narrowed), else this process's mask; with what the user is told and
+/// whether a cgroup cpuset was read.
+fn job_cpus() -> Result<(CpuList, Vec<String>, bool), String> {
     let own = lama_hwloc::bind::get_affinity()?;
     let cgroup = read_small(Path::new("/proc/self/cgroup")).unwrap_or_default();
     let file = cpuset_file(&cgroup, Path::new("/sys/fs/cgroup"), &|p| p.exists());
@@ -119,8 +120,9 @@ fn job_cpus() -> Result<(CpuList, Vec<String>), String> {
             .filter(|c| !c.is_empty())
             .map(|c| (c, f.clone()))
     });
+    let found = from_cgroup.is_some();
     let (cpus, notes) = choose_cpus(own, from_cgroup);
-    Ok((cpus, notes))
+    Ok((cpus, notes, found))
 }
 
 /// The CPUs to place among: the cgroup's (`from_cgroup`, with its file) where there is one,
@@ -236,12 +238,12 @@ fn who_am_i() -> Result<(Rank, impl Fn(&str) -> Option<String>), Failure> {
 
 pub(crate) fn run(args: ExecArgs) -> Result<(), Failure> {
     let (me, env) = who_am_i()?;
-    let (cpus, notes) = job_cpus().map_err(|e| Failure::Place(format!("exec: {e}")))?;
+    let (cpus, notes, from_cgroup) =
+        job_cpus().map_err(|e| Failure::Place(format!("exec: {e}")))?;
     let whole = lama_hwloc::load_whole_with(&lama_hwloc::Source::Live, lama_hwloc::Io::Skip)
         .map_err(|e| Failure::Place(format!("exec: this node's topology: {e}")))?;
     let machine = whole.restrict(&cpus);
     let fail = |e: String| Failure::Place(format!("exec: rank {}: {e}", me.rank));
-    let from_cgroup = notes.iter().all(|n| !n.starts_with(NO_CGROUP));
     // Without a cgroup the CPUs are this process's own, which the launcher may have bound.
     let own_mask = |f: Failure| match f {
         Failure::Place(m) if !from_cgroup => Failure::Place(format!(

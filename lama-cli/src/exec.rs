@@ -448,19 +448,11 @@ fn by_plan(
     }
     Ok(Prepared {
         bind: Some(task.cpus.clone()),
-        membind: mems.map(|m| (membind, m)),
         verbose: args.verbose.then(|| {
-            format!(
-                "lama-plan - {node}, rank {} local {} [{}]: cpus {}, mapped PU L#{} P#{} {}",
-                me.rank,
-                me.local,
-                std::process::id(),
-                task.cpus,
-                task.pu_logical,
-                task.pu_os,
-                task.picture
-            )
+            let planned = mems.as_ref().map(|m| (membind, m));
+            lama_slurm::node_plan::verbose_line(&node, me.local, std::process::id(), &task, planned)
         }),
+        membind: mems.map(|m| (membind, m)),
         vars,
         notes: Vec::new(),
     })

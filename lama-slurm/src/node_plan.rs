@@ -6,6 +6,7 @@ use crate::node::TaskPlacement;
 use crate::task_env::{omp_place_list, omp_places};
 use lama_engine::{numa_nodes, render, CpuList, Machine, Membind};
 use lama_planfile::NodePlan;
+use std::fmt;
 
 /// What the launcher started on this node: the node's name, the global ranks to place (by
 /// local id: all of a Slurm step's local tasks, or `lama exec`'s own rank), how many ranks run
@@ -154,6 +155,30 @@ pub fn planned_environment(
     env
 }
 
+/// The `--lama-verbose` line of a rank placed by a plan, on node `node` as local task `local`
+/// of process `pid`: its mask and CPUs, the memory it is bound to (`mems`), its mapped PU and
+/// its picture.
+pub fn verbose_line(
+    node: &str,
+    local: impl fmt::Display,
+    pid: u32,
+    task: &TaskPlacement,
+    mems: Option<(Membind, &CpuList)>,
+) -> String {
+    format!(
+        "lama-plan - {node}, task {:>2} {:>2} [{pid}]: mask {} set (cpus {}){}, mapped PU L#{} P#{} {}",
+        task.global,
+        local,
+        crate::node_env::hex_mask(&task.cpus),
+        task.cpus,
+        mems.map(|(policy, m)| format!(", mems {m} {policy}"))
+            .unwrap_or_default(),
+        task.pu_logical,
+        task.pu_os,
+        task.picture
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +251,11 @@ mod tests {
         assert_eq!(tasks[1].cpus.to_string(), "0-1");
         assert_eq!(tasks[1].picture, "[B/B][./.]");
         assert_eq!(tasks[1].omp_places, "{0},{1}");
+        // The verbose line, by hand: global rank 2, local task 1, CPUs 0-1 (mask 0x3), PU 1.
+        assert_eq!(
+            verbose_line("n1", 1, 42, &tasks[1], None),
+            "lama-plan - n1, task  2  1 [42]: mask 0x3 set (cpus 0-1), mapped PU L#1 P#1 [B/B][./.]"
+        );
         let env = planned_environment(&tasks[1], None);
         assert!(env.contains(&("OMP_PLACES", "{0},{1}".to_string())));
         assert!(env.contains(&("LAMA_CPUS", "0-1".to_string())));

@@ -122,18 +122,15 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
                 setenv(spank, "OMP_NUM_THREADS", task.omp_place_count.to_string())?;
             }
             if *verbose {
-                spank_log_user!(
-                    "lama-plan - {node}, task {:>2} {:>2} [{}]: mask {} set (cpus {}){}, mapped PU L#{} P#{} {}",
-                    task.global,
+                let mems = mems.as_ref().map(|m| (*membind, m));
+                let line = lama_slurm::node_plan::verbose_line(
+                    node,
                     local,
                     std::process::id(),
-                    task_env::hex_mask(&task.cpus),
-                    task.cpus,
-                    mems.map(|m| format!(", mems {m} {membind}")).unwrap_or_default(),
-                    task.pu_logical,
-                    task.pu_os,
-                    task.picture
+                    task,
+                    mems,
                 );
+                spank_log_user!("{line}");
             }
             Ok(())
         }

@@ -372,10 +372,18 @@ fn cost(v: f64) -> String {
 }
 
 fn summary(plan: &lama_plan::Plan, unit: Unit) -> String {
-    let swaps = match plan.swaps {
-        0 => String::new(),
-        1 => " (refined by 1 swap)".to_string(),
-        n => format!(" (refined by {n} swaps)"),
+    let count = |n: usize, what: &str| match n {
+        0 => None,
+        1 => Some(format!("1 {what}")),
+        n => Some(format!("{n} {what}s")),
+    };
+    let steps: Vec<String> = [count(plan.exchanges, "exchange"), count(plan.swaps, "swap")]
+        .into_iter()
+        .flatten()
+        .collect();
+    let swaps = match steps.is_empty() {
+        true => String::new(),
+        false => format!(" (refined by {})", steps.join(" and ")),
     };
     let mut s = format!(
         "plan: {} ranks, binding {}; {}{swaps} wins with cost {}",
@@ -410,7 +418,10 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
          candidates (Scotch's mapping, the recursive bisection, the multisection with \
          Scotch's partitioner, on a Cartesian grid (--grid, or recognised from the matrix) the \
          stencil path, and the LAMA layouts: the five usual ones, then every other order of \
-         the node's levels that places differently):\n"
+         the node's levels that places differently); the {} cheapest within {}% of the \
+         cheapest refined (-> their cost after it), the cheapest after it the winner:\n",
+        lama_plan::REFINED,
+        lama_plan::REFINED_MARGIN * 100.0
     );
     let width = plan
         .candidates
@@ -418,24 +429,29 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
         .map(|c| c.name.len())
         .max()
         .unwrap_or(0);
+    // A candidate's final cost: after the refinement where it was refined.
+    let last = |c: &lama_plan::Candidate| c.cost.as_ref().ok().map(|&v| c.refined.unwrap_or(v));
     // The cheapest other candidate, for the winner's margin.
     let runner_up = plan
         .candidates
         .iter()
         .filter(|c| c.name != plan.winner)
-        .filter_map(|c| c.cost.as_ref().ok().map(|&v| (c.name.as_str(), v)))
+        .filter_map(|c| last(c).map(|v| (c.name.as_str(), v)))
         .min_by(|a, b| a.1.total_cmp(&b.1));
     for c in &plan.candidates {
         s += &match &c.cost {
             Ok(v) => format!(
-                "  {:<width$} {}{}\n",
+                "  {:<width$} {}{}{}\n",
                 c.name,
                 cost(*v),
+                c.refined
+                    .map(|r| format!(" -> {}", cost(r)))
+                    .unwrap_or_default(),
                 match runner_up {
                     _ if c.name != plan.winner => String::new(),
                     Some((name, next)) => format!(
-                        "  <- the winner ({} against {name}, the next cheapest)",
-                        percent(*v, next)
+                        "  <- the winner ({} against {name})",
+                        percent(plan.cost, next)
                     ),
                     None => "  <- the winner".to_string(),
                 }
@@ -444,7 +460,9 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
         };
     }
     s += &format!(
-        "then {} swap(s) of ranks that lowered the cost: the plan costs {}\n",
+        "then {} exchange(s) of groups of ranks and {} swap(s) of ranks lowered the\n\
+         cost: the plan costs {}\n",
+        plan.exchanges,
         plan.swaps,
         cost(plan.cost)
     );
@@ -500,6 +518,7 @@ fn table(
 #[derive(serde::Serialize)]
 struct JsonCost {
     winner: String,
+    exchanges: usize,
     swaps: usize,
     plan: f64,
     candidates: std::collections::BTreeMap<String, Option<f64>>,
@@ -531,6 +550,7 @@ fn json(plan: &lama_plan::Plan, file: &PlanFile) -> String {
         .collect();
     let cost = JsonCost {
         winner: plan.winner.clone(),
+        exchanges: plan.exchanges,
         swaps: plan.swaps,
         plan: plan.cost,
         candidates: plan

@@ -122,7 +122,7 @@ const NONE: u32 = u32::MAX;
 /// For one machine: per logical PU, the smallest object of each of [`LEVELS`] holding it, and
 /// the cost of sharing an object of each level on this machine (by nesting, as the module
 /// says; `None` for a level the machine does not have).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Geometry {
     ids: Vec<[u32; 5]>,
     costs: [Option<f64>; 5],
@@ -180,6 +180,12 @@ impl Geometry {
             ids,
             costs: nested_costs(m, d),
         }
+    }
+
+    /// The object of level `LEVELS[k]` that holds PU `pu`, where the model counts that level.
+    pub(crate) fn object(&self, pu: u32, k: usize) -> Option<u32> {
+        let id = *self.ids.get(pu as usize)?.get(k)?;
+        (id != NONE && self.costs[k].is_some()).then_some(id)
     }
 
     /// The cost of two PUs sharing an object of `level` (one of [`LEVELS`]) on this machine.

@@ -50,19 +50,24 @@ pub(crate) fn swaps(
         *spent += near[r as usize].len() as u64;
         c
     };
+    // A pass that tries every slot for every rank, where all passes fit in the budget.
+    let pairs: usize = near.iter().map(Vec::len).sum();
+    let per_pass = spots.len() as u64 * (4 * pairs as u64 + spots.len() as u64);
+    let everywhere = per_pass * MAX_PASSES as u64 <= BUDGET;
     for _ in 0..MAX_PASSES {
         let mut improved = false;
         for r in 0..assign.len() as u32 {
-            for &p in &partners[r as usize] {
-                let ps = assign[p as usize];
-                let lo = ps.saturating_sub(WINDOW);
-                let hi = (ps + WINDOW + 1).min(spots.len());
-                for b in lo..hi {
+            let tried: Vec<usize> = match everywhere {
+                true => (0..spots.len()).collect(),
+                false => near_partners(&partners[r as usize], spots, assign),
+            };
+            {
+                for b in tried {
                     if spent > BUDGET {
                         return made;
                     }
                     let a = assign[r as usize];
-                    if b == a || spots[b].0 != spots[ps].0 {
+                    if b == a {
                         continue;
                     }
                     let q = occupant[b];
@@ -90,6 +95,17 @@ pub(crate) fn swaps(
         }
     }
     made
+}
+
+/// The slots near each of `partners`' slots (within [`WINDOW`]) on that partner's node.
+fn near_partners(partners: &[u32], spots: &[Spot], assign: &[usize]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for &p in partners {
+        let ps = assign[p as usize];
+        let window = ps.saturating_sub(WINDOW)..(ps + WINDOW + 1).min(spots.len());
+        out.extend(window.filter(|&b| spots[b].0 == spots[ps].0));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub(crate) fn map(graph: &scotch::Graph, coords: &[Vec<u32>]) -> Result<Vec<usiz
         local: vec![u32::MAX; np],
         out: vec![usize::MAX; np],
         coords,
+        seeds: (SEED_WORK / graph.adj.len().max(1)).clamp(1, MAX_SEEDS) as i64,
     };
     work.place((0..np as u32).collect(), (0..coords.len()).collect(), 0)?;
     Ok(work.out)
@@ -40,6 +41,8 @@ struct Work<'a> {
     local: Vec<u32>,
     out: Vec<usize>,
     coords: &'a [Vec<u32>],
+    /// How many starts each split tries (by the whole graph's size).
+    seeds: i64,
 }
 
 impl Work<'_> {
@@ -81,22 +84,44 @@ impl Work<'_> {
         let slack = (total as f64 / n as f64 - 1.0).clamp(0.01, 0.25);
         let percent = (slack * 100.0).floor() as u32;
         let weights: Vec<u32> = caps.iter().map(|&c| c as u32).collect();
-        let mut part = if sub.adj.is_empty() {
-            // Nothing to cut: any split within the capacities is as good.
-            Vec::new()
-        } else {
-            self.partitioner.partition(&sub, &weights, percent)?
+        // On small graphs, several starts (Scotch's partitioner from other seeds of its
+        // generator, alternating with shuffled splits), each refined; the least cut is kept.
+        let mut best: Option<(f64, Vec<usize>)> = None;
+        // Only splits of an eighth of the graph or more (the dearest cuts, near the top).
+        let seeds = match sub.adj.len() * 8 >= self.graph.adj.len() {
+            true => self.seeds,
+            false => 1,
         };
-        if part.len() != n {
-            let want = shares(n, caps);
-            part = want
-                .iter()
-                .enumerate()
-                .flat_map(|(p, &k)| std::iter::repeat_n(p, k))
-                .collect();
+        for seed in 1..=seeds {
+            let mut part = if sub.adj.is_empty() {
+                // Nothing to cut: any split within the capacities is as good.
+                Vec::new()
+            } else if seed % 2 == 0 {
+                shuffled(&shares(n, caps), seed as u64)
+            } else {
+                self.partitioner.partition(&sub, &weights, percent, seed)?
+            };
+            if part.len() != n {
+                let want = shares(n, caps);
+                part = want
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(p, &k)| std::iter::repeat_n(p, k))
+                    .collect();
+            }
+            within_capacity(&sub, &mut part, caps);
+            if self.seeds > 1 {
+                pairwise(&sub, &mut part, caps.len());
+            }
+            let cut = cut(&sub, &part);
+            if best.as_ref().is_none_or(|b| cut < b.0) {
+                best = Some((cut, part));
+            }
+            if sub.adj.is_empty() {
+                break;
+            }
         }
-        within_capacity(&sub, &mut part, caps);
-        Ok(part)
+        Ok(best.map(|b| b.1).unwrap_or_default())
     }
 
     /// The subgraph of `ranks` (local indexes in the order given).
@@ -217,6 +242,154 @@ fn within_capacity(g: &scotch::Graph, part: &mut [usize], sizes: &[usize]) {
     }
 }
 
+/// Each split is made from as many starts as this many arcs allow over the whole graph (its
+/// arcs x starts), at most [`MAX_SEEDS`]: small graphs get several, large ones one.
+const SEED_WORK: usize = 1 << 18;
+/// Most starts tried for one split.
+const MAX_SEEDS: usize = 6;
+
+/// A split of the given part sizes in a pseudo-random order (a fixed generator per `seed`).
+fn shuffled(sizes: &[usize], seed: u64) -> Vec<usize> {
+    let mut part: Vec<usize> = sizes
+        .iter()
+        .enumerate()
+        .flat_map(|(p, &k)| std::iter::repeat_n(p, k))
+        .collect();
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..part.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        part.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    part
+}
+
+/// The volume a split cuts (each edge once).
+fn cut(g: &scotch::Graph, part: &[usize]) -> f64 {
+    let mut total = 0.0;
+    for v in 0..part.len() {
+        for e in g.xadj[v] as usize..g.xadj[v + 1] as usize {
+            if part[g.adj[e] as usize] != part[v] {
+                total += f64::from(g.weights[e]);
+            }
+        }
+    }
+    total / 2.0
+}
+
+/// Most rounds of the pairwise refinement.
+const PAIRWISE_ROUNDS: usize = 2;
+/// Parts each part is refined against: its most connected ones.
+const PARTNERS: usize = 3;
+
+/// Refines a split into `k` parts by Fiduccia–Mattheyses passes between every two parts that
+/// share edges (the bisection's refinement on the graph of the two parts' vertices, each part
+/// keeping its count): a k-way refinement made of 2-way ones, which lowers the cut Scotch's
+/// partitioner leaves on irregular graphs. Rounds stop when one lowers nothing.
+fn pairwise(g: &scotch::Graph, part: &mut [usize], k: usize) {
+    if k < 2 {
+        return;
+    }
+    let mut local = vec![usize::MAX; part.len()];
+    for _ in 0..PAIRWISE_ROUNDS {
+        let mut lowered = false;
+        let mut between = vec![0.0f64; k * k];
+        let mut bucket: Vec<Vec<usize>> = vec![Vec::new(); k];
+        for (v, &p) in part.iter().enumerate() {
+            bucket[p].push(v);
+            for e in g.xadj[v] as usize..g.xadj[v + 1] as usize {
+                between[p * k + part[g.adj[e] as usize]] += f64::from(g.weights[e]);
+            }
+        }
+        for (p, q) in heaviest_pairs(&between, k) {
+            {
+                let mut members = std::mem::take(&mut bucket[p]);
+                members.append(&mut bucket[q]);
+                if refine_pair(g, &members, part, (p, q), &mut local) {
+                    lowered = true;
+                }
+                for v in members {
+                    bucket[part[v]].push(v);
+                }
+            }
+        }
+        if !lowered {
+            break;
+        }
+    }
+}
+
+/// Each part's [`PARTNERS`] most connected other parts, as pairs (p < q), once each.
+fn heaviest_pairs(between: &[f64], k: usize) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    for p in 0..k {
+        let mut others: Vec<usize> = (0..k)
+            .filter(|&q| q != p && between[p * k + q] > 0.0)
+            .collect();
+        others.sort_by(|&a, &b| {
+            between[p * k + b]
+                .total_cmp(&between[p * k + a])
+                .then(a.cmp(&b))
+        });
+        pairs.extend(
+            others
+                .into_iter()
+                .take(PARTNERS)
+                .map(|q| (p.min(q), p.max(q))),
+        );
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+}
+
+/// One Fiduccia–Mattheyses refinement between parts `p` and `q` of `members` (their vertices;
+/// `local` is scratch, `usize::MAX` outside a call); returns whether it lowered their cut.
+fn refine_pair(
+    g: &scotch::Graph,
+    members: &[usize],
+    part: &mut [usize],
+    (p, q): (usize, usize),
+    local: &mut [usize],
+) -> bool {
+    for (i, &v) in members.iter().enumerate() {
+        local[v] = i;
+    }
+    let graph: Vec<Vec<(usize, f64)>> = members
+        .iter()
+        .map(|&v| {
+            (g.xadj[v] as usize..g.xadj[v + 1] as usize)
+                .filter(|&e| local[g.adj[e] as usize] != usize::MAX)
+                .map(|e| (local[g.adj[e] as usize], f64::from(g.weights[e])))
+                .collect()
+        })
+        .collect();
+    for &v in members {
+        local[v] = usize::MAX;
+    }
+    let mut side: Vec<bool> = members.iter().map(|&v| part[v] == p).collect();
+    let want = side.iter().filter(|&&x| x).count();
+    let cut = |side: &[bool]| -> f64 {
+        let crossing = |(i, e): (usize, &Vec<(usize, f64)>)| {
+            e.iter()
+                .filter(|&&(j, _)| side[i] != side[j])
+                .map(|e| e.1)
+                .sum::<f64>()
+        };
+        graph.iter().enumerate().map(crossing).sum()
+    };
+    let before = cut(&side);
+    crate::bisect::refine(&graph, &mut side, want);
+    if cut(&side) >= before - 1e-9 * before.max(1.0) {
+        return false;
+    }
+    for (&v, &on_p) in members.iter().zip(&side) {
+        part[v] = if on_p { p } else { q };
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +423,38 @@ mod tests {
             assert_eq!(w.iter().sum::<usize>(), n);
             assert!(w.iter().zip([5, 7, 12]).all(|(&a, c)| a <= c), "{n}: {w:?}");
         }
+    }
+
+    #[test]
+    fn pairwise_refinement_undoes_an_interleaved_split() {
+        // A path of 12 split into 3 parts by rank mod 3 cuts all 11 edges; each part keeps its
+        // 4 vertices, and the least cut, 3 runs of 4, is 2.
+        let g = path(12);
+        let mut part: Vec<usize> = (0..12).map(|v| v % 3).collect();
+        assert_eq!(cut(&g, &part), 11.0);
+        pairwise(&g, &mut part, 3);
+        assert!((0..3).all(|p| part.iter().filter(|&&x| x == p).count() == 4));
+        // Three runs of 4, the least cut (found by hand: 12 vertices, 3 parts of 4).
+        assert_eq!(cut(&g, &part), 2.0, "{part:?}");
+        let starts = |p: usize| {
+            (0..12)
+                .filter(|&v| part[v] == p && (v == 0 || part[v - 1] != p))
+                .count()
+        };
+        assert!((0..3).all(|p| starts(p) == 1), "{part:?}");
+    }
+
+    #[test]
+    fn shuffled_splits_keep_the_sizes_and_differ_by_seed() {
+        let a = shuffled(&[5, 3, 4], 2);
+        assert_eq!(a.len(), 12);
+        assert!([(0, 5), (1, 3), (2, 4)].iter().all(|&(p, k)| a
+            .iter()
+            .filter(|&&x| x == p)
+            .count()
+            == k));
+        assert_eq!(a, shuffled(&[5, 3, 4], 2));
+        assert_ne!(a, shuffled(&[5, 3, 4], 4));
     }
 
     #[test]

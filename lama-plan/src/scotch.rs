@@ -103,7 +103,7 @@ pub fn map(graph: &Graph, target: &Target) -> Result<Vec<usize>, String> {
         }
     }
     let mut strat = strategy(target.leaves.len(), s::SCOTCH_STRATQUALITY, 0.0)?;
-    mapped(graph, &mut sub, target.leaves.len(), &mut strat)
+    mapped(graph, &mut sub, target.leaves.len(), &mut strat, 1)
 }
 
 /// Partitions graphs into parts of given sizes; keeps one strategy per part count and
@@ -130,6 +130,7 @@ impl Partitioner {
         graph: &Graph,
         sizes: &[u32],
         percent: u32,
+        seed: i64,
     ) -> Result<Vec<usize>, String> {
         if sizes.is_empty() || sizes.contains(&0) {
             return Err("every part needs a size".to_string());
@@ -145,11 +146,11 @@ impl Partitioner {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => e.insert(strategy(
                 sizes.len(),
-                s::SCOTCH_STRATBALANCE,
+                s::SCOTCH_STRATBALANCE | s::SCOTCH_STRATQUALITY,
                 f64::from(percent) / 100.0,
             )?),
         };
-        mapped(graph, &mut arch, sizes.len(), strat)
+        mapped(graph, &mut arch, sizes.len(), strat, seed)
     }
 }
 
@@ -173,6 +174,7 @@ fn mapped(
     arch: &mut Owned<s::SCOTCH_Arch>,
     parts: usize,
     strat: &mut Owned<s::SCOTCH_Strat>,
+    seed: i64,
 ) -> Result<Vec<usize>, String> {
     let nvert = graph.xadj.len().saturating_sub(1);
     if nvert == 0 || parts == 0 {
@@ -231,7 +233,7 @@ fn mapped(
             return Err("Scotch could not set up a deterministic context".to_string());
         }
         // A private random generator with the same seed for every plan.
-        s::SCOTCH_contextRandomSeed(context.ptr(), 1);
+        s::SCOTCH_contextRandomSeed(context.ptr(), seed as _);
         if s::SCOTCH_graphMap(bound.ptr(), arch.ptr(), strat.ptr(), out.as_mut_ptr()) != 0 {
             return Err("Scotch could not map the graph".to_string());
         }

@@ -2,7 +2,8 @@
 """`lama plan` against published process mappers, every placement priced by one cost model.
 
     python3 scripts/compare-mappers.py [--lama target/release/lama] [--cases NAME,...]
-                                       [--switches 4 --per-switch 22]
+                                       [--switches 4 --per-switch 22] [--free-cores 6]
+                                       [--machine uniform|partial|heterogeneous]
 
 Needs the Python packages `kahip` (KaHIP's kaffpa) and `chszlablib` (SharedMap, Schulz & Woydt
 2025) from the Python package index, in the interpreter that runs this script (a virtual
@@ -13,17 +14,27 @@ The machine is the seed paper's shape: 4 leaf switches x 22 nodes x 2 packages x
 6 cores (2,112 cores), or as many switches and nodes per switch as given (20 x 21: 10,080
 cores), every core used, or with only the first cores of each NUMA node free (`--free-cores
 4`: a partial allocation of 16 of each node's 24 cores, the same on every node, so that
-SharedMap's uniform hierarchy still describes it). The model is a hop-distance one:
-two ranks whose closest common level is a NUMA node cost 10 per unit of volume, a package 20,
-a node 40, a leaf switch 800, and farther 1600; `lama plan` is given the same distances
+SharedMap's uniform hierarchy still describes it). `--machine partial` frees node i's first
+12 + (7 i mod 13) cores (12 to 24, 1,579 in all on 88 nodes); `--machine heterogeneous` makes
+every other node one package and NUMA node of 16 cores (1,760 cores on 88 nodes); both as in
+lama-plan's `compare` example. The model is a hop-distance one: two ranks whose closest common
+level is a NUMA node cost 10 per unit of volume, a package 20, a node 40, a leaf switch 800,
+and farther 1600 (on a 16-core node, whose one package and NUMA node are the whole node, every
+two cores cost the node's 40, as in lama plan's model); `lama plan` is given the same distances
 (`--distances`) and every placement is priced here by the same function.
 
+Cases: "2D 48x44" and "3D 16x12x11" (stencils), "clustered 176" (groups of 176 ranks on every
+core; "clustered 8 (1184)" on 1,184 ranks), "ring" (or "ring 10080"), "random 4" (each rank 4
+random partners, volumes 1 to 100) and "all-to-all", both on every core.
+
 Candidates, where each applies:
-  - kaffpa: a level-by-level multisection with KaHIP's kaffpa (strong): the ranks split into
-    the 4 switches, each part into its 22 nodes, then 2 packages, 2 NUMA nodes, 6 cores; parts
-    made exact by moving the boundary ranks that cost least.
-  - sharedmap: SharedMap (mode strong, one thread), on full uniform machines.
-  - lama: `lama plan --explain` (its own time, end to end, is printed too).
+  - kaffpa: a level-by-level multisection with KaHIP's kaffpa (strong) down the machine tree:
+    the ranks split into the switches, each part into its nodes, then packages, NUMA nodes and
+    cores; each split sized to the children's free cores (in proportion when the ranks are
+    fewer), and made exact by moving the boundary ranks that cost least (KaHIP takes no
+    per-part sizes: on uneven children it is given the imbalance the largest needs).
+  - sharedmap: SharedMap (mode strong, one thread), on full uniform machines only.
+  - lama: `lama plan` (its own time, end to end, is printed too).
 Prints one Markdown row per case: each cost, the plan against each, and the times.
 """
 import argparse
@@ -38,6 +49,40 @@ import numpy as np
 HIER = [6, 2, 2, 22, 4]  # cores per NUMA, NUMA per package, packages, nodes per switch, switches
 DIST = [10, 20, 40, 800, 1600]
 LAMA_DISTANCES = "numa=10,package=20,node=40,switch=800,farther=1600"
+# Cost of two PEs whose coordinates (switch, node, package, NUMA node, core) first differ at
+# each position.
+DIFFER = [1600, 800, 40, 20, 10]
+WIDE = "pack:2 numa:2 core:6 pu:1"
+NARROW = "pack:1 numa:1 core:16 pu:1"
+
+
+class Machine:
+    """The processing elements (one per free core) and each node's topology and free CPUs.
+
+    `pes` lists (switch, node, package, NUMA node, core) for every free core, in the order the
+    nodes and their CPUs come; `where` gives each PE's node index and OS CPU. A node of the
+    narrow kind (one package, one NUMA node of 16 cores) has each core as its own "package"
+    coordinate: there every two cores cost the node's 40, as in lama plan's model (a level
+    whose one object is the whole node separates nothing)."""
+
+    def __init__(self, kind, free_cores):
+        switches, per = HIER[4], HIER[3]
+        self.topologies, self.free, self.pes, self.where = [], [], [], []
+        for node in range(switches * per):
+            narrow = kind == "heterogeneous" and node % 2 == 1
+            if narrow:
+                cpus = list(range(16))
+            elif kind == "partial":
+                cpus = list(range(12 + (7 * node) % 13))
+            else:
+                cpus = [c for c in range(24) if c % 6 < free_cores]
+            self.topologies.append(NARROW if narrow else WIDE)
+            self.free.append(cpus)
+            for c in cpus:
+                coords = (c, 0, 0) if narrow else (c // 12, (c % 12) // 6, c % 6)
+                self.pes.append((node // per, node % per) + coords)
+                self.where.append((node, c))
+        self.uniform = kind == "uniform"
 
 
 def stencil(dims):
@@ -78,28 +123,46 @@ def ring(n):
     return n, [(i, (i + 1) % n, 1) for i in range(n)]
 
 
-def pe_levels(pe):
-    """The coordinates of PE index `pe` (cores first) at each level, innermost first."""
-    out = []
-    for h in HIER:
-        out.append(pe % h)
-        pe //= h
-    return out
+def random_sparse(n, partners, seed=7):
+    """Each rank sends to `partners` others chosen at random, volumes 1 to 100."""
+    rng = np.random.default_rng(seed)
+    edges = {}
+    for i in range(n):
+        for j in rng.choice(n - 1, size=partners, replace=False):
+            j = int(j) + (1 if j >= i else 0)
+            a, b = sorted((i, j))
+            edges[(a, b)] = edges.get((a, b), 0) + int(rng.integers(1, 101))
+    return n, [(i, j, w) for (i, j), w in edges.items()]
 
 
-def cost(edges, assign):
-    """Sum of volume x distance of the closest common level."""
-    coords = {}
+def all_to_all(n):
+    return n, [(i, j, 1) for i in range(n) for j in range(i + 1, n)]
+
+
+def case(name, slots):
+    """The matrix a case names: "2D 48x44", "3D 16x12x11", "clustered 176" (on every PE) or
+    "clustered 176 (1408)" (on 1,408 ranks), "ring" or "ring 10080"."""
+    words = name.replace("(", "").replace(")", "").split()
+    if words[0] in ("2D", "3D"):
+        return stencil([int(d) for d in words[1].split("x")])
+    if words[0] == "clustered":
+        return clustered(int(words[2]) if len(words) > 2 else slots, int(words[1]))
+    if words[0] == "ring":
+        return ring(int(words[1]) if len(words) > 1 else slots)
+    if words[0] == "random":
+        return random_sparse(slots, int(words[1]))
+    if words[0] == "all-to-all":
+        return all_to_all(slots)
+    raise SystemExit(f"unknown case {name!r}")
+
+
+def cost(edges, assign, pes):
+    """Sum of volume x the cost of the first coordinate where the two PEs differ."""
     total = 0
     for i, j, w in edges:
-        a, b = assign[i], assign[j]
-        if a == b:
-            continue
-        # The outermost level where they differ decides.
-        la = coords.setdefault(a, pe_levels(a))
-        lb = coords.setdefault(b, pe_levels(b))
-        top = max(k for k in range(len(HIER)) if la[k] != lb[k])
-        total += w * DIST[top]
+        a, b = pes[assign[i]], pes[assign[j]]
+        if a != b:
+            total += w * DIFFER[next(k for k in range(5) if a[k] != b[k])]
     return total
 
 
@@ -125,7 +188,7 @@ def csr(n, edges, subset=None):
 
 def exact_parts(part, k, sizes, xadj, adjncy, adjw):
     """Moves vertices from parts over their size to parts under it, each move the one that
-    loses the least connection, until every part has its size."""
+    loses the least connection, until no part is over its size."""
     part = list(part)
     count = [0] * k
     for p in part:
@@ -151,33 +214,70 @@ def exact_parts(part, k, sizes, xadj, adjncy, adjw):
     return part
 
 
-def kaffpa_multisection(n, edges, kahip):
-    """Level-by-level multisection with kaffpa strong, top level first."""
+def shares(n, caps):
+    """How many of `n` ranks each child of capacity `caps` takes: its capacity when they fill
+    them, else in proportion (largest remainders first), as lama plan's multisection does."""
+    total = sum(caps)
+    if n >= total:
+        return list(caps)
+    want = [c * n // total for c in caps]
+    order = sorted(range(len(caps)), key=lambda q: -(caps[q] * n % total))
+    for q in order[:n - sum(want)]:
+        want[q] += 1
+    return want
+
+
+def kaffpa_split(n, edges, members, sizes, kahip):
+    """The part of each member: kaffpa strong into as many parts as sizes are not zero (an
+    imbalance that lets the largest size fit), the largest part given the largest size, then
+    made to fit (no part above its size) by least-loss moves. KaHIP takes no per-part target
+    sizes, hence the moves."""
+    k = len(sizes)
+    xadj, adjncy, adjw = csr(n, edges, members)
+    used = [q for q in range(k) if sizes[q] > 0]
+    if len(used) == 1:
+        return [used[0]] * len(members)
+    imbalance = max(0.0, max(sizes) * len(used) / len(members) - 1.0)
+    _, raw = kahip.kaffpa([1] * len(members), xadj, adjw, adjncy, len(used), imbalance, True, 0,
+                          kahip.STRONG)
+    if len(set(sizes[q] for q in used)) == 1:
+        relabel = dict(enumerate(used))
+    else:
+        count = [0] * len(used)
+        for p in raw:
+            count[p] += 1
+        parts = sorted(range(len(used)), key=lambda p: -count[p])
+        relabel = dict(zip(parts, sorted(used, key=lambda q: -sizes[q])))
+    part = [relabel[p] for p in raw]
+    return exact_parts(part, k, sizes, xadj, adjncy, adjw)
+
+
+def kaffpa_multisection(n, edges, pes, kahip):
+    """Level-by-level multisection with kaffpa strong down the PEs' tree, top level first."""
     assign = [0] * n
-    groups = [(list(range(n)), 0, len(HIER) - 1)]
-    while groups:
-        members, base, level = groups.pop()
-        k = HIER[level]
-        below = int(np.prod(HIER[:level]))
-        if level < 0 or len(members) <= 1:
-            for m in members:
-                assign[m] = base
+    work = [(list(range(n)), list(range(len(pes))), 0)]
+    while work:
+        members, slots, depth = work.pop()
+        if not members:
             continue
-        xadj, adjncy, adjw = csr(n, edges, members)
-        sizes = [len(members) // k + (1 if q < len(members) % k else 0) for q in range(k)]
-        if k == 1:
-            part = [0] * len(members)
-        else:
-            vwgt = [1] * len(members)
-            _, part = kahip.kaffpa(vwgt, xadj, adjw, adjncy, k, 0.0, True, 0, kahip.STRONG)
-            part = exact_parts(part, k, sizes, xadj, adjncy, adjw)
-        for q in range(k):
-            sub = [members[t] for t in range(len(members)) if part[t] == q]
-            if level == 0:
-                for m in sub:
-                    assign[m] = base + q
-            else:
-                groups.append((sub, base + q * below, level - 1))
+        if depth == len(pes[0]):
+            assign[members[0]] = slots[0]
+            continue
+        children = {}
+        for p in slots:
+            children.setdefault(pes[p][depth], []).append(p)
+        children = list(children.values())
+        if len(children) == 1:
+            work.append((members, slots, depth + 1))
+            continue
+        caps = [len(c) for c in children]
+        # Fewer ranks than cores: each part may take up to its child's cores (so a group of
+        # heavy talkers need not be cut to fill every child in proportion), as lama plan's
+        # multisection allows.
+        sizes = caps if len(members) < sum(caps) else shares(len(members), caps)
+        part = kaffpa_split(n, edges, members, sizes, kahip)
+        for q, child in enumerate(children):
+            work.append(([m for t, m in enumerate(members) if part[t] == q], child, depth + 1))
     return assign
 
 
@@ -190,7 +290,20 @@ def sharedmap(n, edges):
     return [int(a) for a in r.assignment], int(r.comm_cost)
 
 
-def lama_plan(lama, n, edges, workdir, distances):
+def cpu_list(cpus):
+    """0-3,6-9 for [0, 1, 2, 3, 6, 7, 8, 9]."""
+    runs, out = [], []
+    for c in cpus:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    for a, b in runs:
+        out.append(f"{a}" if a == b else f"{a}-{b}")
+    return ",".join(out)
+
+
+def lama_plan(lama, n, edges, machine, workdir, distances):
     per, switches = HIER[3], HIER[4]
     nodes = per * switches
     mat = os.path.join(workdir, "m")
@@ -202,43 +315,32 @@ def lama_plan(lama, n, edges, workdir, distances):
         for s in range(switches):
             f.write(f"SwitchName=leaf{s} Nodes=n[{s * per + 1}-{s * per + per}]\n")
         f.write(f"SwitchName=top Switches=leaf[0-{switches - 1}]\n")
+    kinds = sorted(set(machine.topologies))
+    topology = [a for t in (kinds if len(kinds) == 1 else machine.topologies)
+                for a in ("--topology", t)]
+    restrict = []
+    if len(set(map(tuple, machine.free))) == 1:
+        if len(machine.free[0]) < 24:
+            restrict = ["--restrict", cpu_list(machine.free[0])]
+    else:
+        for i, (t, cpus) in enumerate(zip(machine.topologies, machine.free)):
+            if len(cpus) < (16 if t == NARROW else 24):
+                restrict += ["--restrict", f"n{i + 1}={cpu_list(cpus)}"]
     out = os.path.join(workdir, "plan")
     t0 = time.monotonic()
-    free = HIER[0]
-    restrict = ["--restrict", ",".join(f"{b}-{b + free - 1}" for b in range(0, 24, 6))] if free < 6 else []
     subprocess.run([lama, "plan", "--matrix", mat, "--format", "sparse", "--np", str(n), *restrict,
-                    "--topology", "pack:2 numa:2 core:6 pu:1", "--node-names", f"n[1-{nodes}]",
-                    "--network", net, *distances, "--out", out],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    *topology, "--node-names", f"n[1-{nodes}]", "--network", net, *distances,
+                    "--out", out], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seconds = time.monotonic() - t0
+    index = {w: p for p, w in enumerate(machine.where)}
     assign = [0] * n
     with open(out + ".lama") as f:
         for line in f:
             parts = line.split()
             if len(parts) >= 4 and parts[0] == "rank":
                 rank, node, cpu = int(parts[1]), int(parts[2][1:]) - 1, int(parts[4])
-                # CPU c: package c/12, NUMA (c%12)/6, core c%6 (of which the first HIER[0]
-                # are free).
-                assert cpu % 6 < free, line
-                assign[rank] = cpu % 6 + free * (cpu // 6 + 4 * node)
+                assign[rank] = index[(node, cpu)]
     return assign, seconds
-
-
-CASES = {
-    "2D 48x44": lambda: stencil([48, 44]),
-    "3D 16x12x11": lambda: stencil([16, 12, 11]),
-    "clustered 176": lambda: clustered(2112, 176),
-    "ring": lambda: ring(2112),
-    # 10,080 ranks (--switches 20 --per-switch 21)
-    "2D 120x84": lambda: stencil([120, 84]),
-    "3D 24x21x20": lambda: stencil([24, 21, 20]),
-    "clustered 240": lambda: clustered(10080, 240),
-    "ring 10080": lambda: ring(10080),
-    # 1,408 ranks (--free-cores 4: 16 of each node's 24 cores)
-    "2D 44x32": lambda: stencil([44, 32]),
-    "3D 16x11x8": lambda: stencil([16, 11, 8]),
-    "clustered 176 (1408)": lambda: clustered(1408, 176),
-}
 
 
 def main():
@@ -249,34 +351,45 @@ def main():
     ap.add_argument("--per-switch", type=int, default=22)
     ap.add_argument("--free-cores", type=int, default=6,
                     help="cores free in each NUMA node (the first ones): a partial allocation")
+    ap.add_argument("--machine", choices=["uniform", "partial", "heterogeneous"],
+                    default="uniform",
+                    help="every node alike (uniform), node i with its first 12 + (7 i mod 13) "
+                         "of 24 cores free (partial), or every other node of one package and "
+                         "NUMA node of 16 cores (heterogeneous)")
     ap.add_argument("--lama-distances", choices=["model", "default"], default="model",
                     help="give lama plan the model's distances, or leave it its defaults")
     args = ap.parse_args()
     HIER[0], HIER[3], HIER[4] = args.free_cores, args.per_switch, args.switches
+    machine = Machine(args.machine, args.free_cores)
+    pes = machine.pes
     import kahip
     print("| case | lama plan | kaffpa multisection | plan vs kaffpa | SharedMap strong "
           "| plan vs SharedMap | lama plan time (s) | kaffpa time (s) | SharedMap time (s) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    pct = lambda a, b: f"{100.0 * (a - b) / b:+.2f} %" if b else "-"
     for name in args.cases.split(","):
-        n, edges = CASES[name]()
+        n, edges = case(name, len(pes))
         with tempfile.TemporaryDirectory() as d:
             distances = ["--distances", LAMA_DISTANCES] if args.lama_distances == "model" else []
-            plan, t_plan = lama_plan(args.lama, n, edges, d, distances)
+            plan, t_plan = lama_plan(args.lama, n, edges, machine, d, distances)
         t0 = time.monotonic()
-        kaff = kaffpa_multisection(n, edges, kahip)
+        kaff = kaffpa_multisection(n, edges, pes, kahip)
         t_kaff = time.monotonic() - t0
-        t0 = time.monotonic()
-        shared, reported = sharedmap(n, edges)
-        t_shared = time.monotonic() - t0
-        assert sorted(kaff) == list(range(n)) and sorted(plan) == list(range(n))
-        c_plan, c_kaff, c_shared = cost(edges, plan), cost(edges, kaff), cost(edges, shared)
-        if sorted(shared) != list(range(n)):
-            c_shared = None  # not one rank per core
-        pct = lambda a, b: f"{100.0 * (a - b) / b:+.1f} %" if b else "-"
-        print(f"| {name} | {c_plan} | {c_kaff} | {pct(c_plan, c_kaff)} | "
-              f"{c_shared if c_shared is not None else 'unbalanced'} (own {reported}) | "
-              f"{pct(c_plan, c_shared) if c_shared else '-'} | {t_plan:.2f} | {t_kaff:.2f} | "
-              f"{t_shared:.2f} |", flush=True)
+        assert len(set(kaff)) == n and len(set(plan)) == n
+        c_plan, c_kaff = cost(edges, plan, pes), cost(edges, kaff, pes)
+        row = f"| {name} | {c_plan} | {c_kaff} | {pct(c_plan, c_kaff)} | "
+        if machine.uniform and n == len(pes):
+            t0 = time.monotonic()
+            shared, reported = sharedmap(n, edges)
+            t_shared = time.monotonic() - t0
+            c_shared = cost(edges, shared, pes) if sorted(shared) == list(range(n)) else None
+            row += (f"{c_shared if c_shared is not None else 'unbalanced'} (own {reported}) | "
+                    f"{pct(c_plan, c_shared) if c_shared else '-'} | {t_plan:.2f} | "
+                    f"{t_kaff:.2f} | {t_shared:.2f} |")
+        else:
+            # SharedMap maps full, uniform hierarchies only.
+            row += f"- | - | {t_plan:.2f} | {t_kaff:.2f} | - |"
+        print(row, flush=True)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ fn main() {
             patterns::stencil_3d(47, 46, 46),
         ),
     ];
-    println!("| stencil | nodes | candidate | cost | time (s) | winner | whole plan (s) |");
-    println!("|---|---:|---|---:|---:|---|---:|");
+    println!(
+        "| stencil | nodes | candidate | cost | refined | time (s) | winner | whole plan (s) |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---|---:|");
     for (name, matrix) in cases {
         let nodes = (matrix.ranks() as usize).div_ceil(24);
         let switches = nodes.div_ceil(22);
@@ -53,8 +55,13 @@ fn main() {
                 Err(_) => "not run".into(),
             };
             println!(
-                "| {name} | {nodes} | {} | {cost} | {:.3} | {} + {} swaps | {whole:.2} |",
-                c.name, c.seconds, p.winner, p.swaps
+                "| {name} | {nodes} | {} | {cost} | {} | {:.3} | {} + {} exchanges, {} swaps | {whole:.2} |",
+                c.name,
+                c.refined.map_or("-".to_string(), |r| r.to_string()),
+                c.seconds,
+                p.winner,
+                p.exchanges,
+                p.swaps
             );
         }
     }

@@ -159,10 +159,9 @@ fn main() {
                     multisection.map_or("not run".to_string(), |c| format!("{c:.0}")),
                     multisection.map_or("-".to_string(), |c| pct(p.cost, c)),
                     p.winner,
-                    if p.swaps > 0 {
-                        format!(" + {} swaps", p.swaps)
-                    } else {
-                        String::new()
+                    match (p.exchanges, p.swaps) {
+                        (0, 0) => String::new(),
+                        (e, s) => format!(" + {e} exchanges, {s} swaps"),
                     },
                     took.as_secs_f64() * 1000.0
                 );

@@ -169,7 +169,9 @@ pub(crate) fn group_swaps(
         for r in 0..assign.len() as u32 {
             let a = spots[assign[r as usize]].0 as usize;
             let at = partner_places(near, spots, assign, &position, r);
-            if at.len() == by_node[a].len() {
+            // A whole node is the node exchanges' work; a group is tried once a pass, from
+            // the rank at its first place.
+            if at.len() == by_node[a].len() || at[0] != position[assign[r as usize]] {
                 continue;
             }
             let from: Vec<usize> = at.iter().map(|&k| by_node[a][k]).collect();

@@ -230,13 +230,15 @@ pub(crate) fn group_swaps(
 }
 
 /// Improves `assign` by Fiduccia–Mattheyses passes between two nodes of one leaf switch that
-/// exchange traffic: their ranks are split again between them, each keeping its count (the
-/// bisection's refinement, on the graph of the two nodes' ranks); ranks that change node take
-/// the slots of those that went the other way. Between nodes of one leaf switch, where a rank
-/// is on either node changes nothing of its traffic with other nodes, so the cut between the
-/// two is what the move changes at the node level; each result is kept only where the exact
-/// cost is lower. This reaches the k-way cuts that the bisection's splits, each refined alone,
-/// miss on irregular traffic. Returns how many pairs of nodes changed.
+/// exchange traffic, the most connected pairs first: their ranks are split again between them
+/// (the bisection's refinement, on the graph of the two nodes' ranks), each node keeping its
+/// count, or the first filled, or the second (where the ranks are fewer than the slots, a group
+/// gathers on the nodes it fills); ranks that change node take the slots of those that went
+/// the other way, or free ones. Between nodes of one leaf switch, where a rank is on either
+/// node changes nothing of its traffic with other nodes, so the cut between the two is what the
+/// move changes at the node level; each result is kept only where the exact cost is lower.
+/// This reaches the k-way cuts that the bisection's splits, each refined alone, miss on
+/// irregular traffic. Returns how many pairs of nodes changed.
 pub(crate) fn pair_refine(
     near: &Adjacency,
     system: &System<'_>,

@@ -101,8 +101,8 @@ pub struct Plan {
     /// The plan's cost: the winner's after the refinement.
     pub cost: f64,
     /// How many exchanges of groups of ranks refined the winner first: two whole nodes' ranks
-    /// across leaf switches, two packages' or NUMA nodes' ranks, a rank's close partners on
-    /// its node with the ranks of the same places on another node.
+    /// across leaf switches, re-splits of two nodes of one switch, a rank's close partners
+    /// with another group's places, two packages' or NUMA nodes' ranks.
     pub exchanges: usize,
     /// How many cost-lowering swaps (or moves to a free slot) refined the winner then.
     pub swaps: usize,
@@ -567,10 +567,10 @@ fn refine_cheapest(
         if before > cheapest * (1.0 + REFINED_MARGIN) {
             continue;
         }
-        let r = refined(assign, before, near, system, spots, cost_of);
+        let r = refined(index, assign, before, near, system, spots, cost_of);
         candidates[index].refined = Some(r.cost);
         if best.as_ref().is_none_or(|b| r.cost < b.cost) {
-            best = Some(Refined { index, ..r });
+            best = Some(r);
         }
     }
     best.ok_or_else(|| "no candidate could place the ranks".to_string())
@@ -593,9 +593,11 @@ struct Refined {
     swaps: usize,
 }
 
-/// Refines a candidate's placement (`before`: its cost): exchanges of groups of ranks (whole
-/// nodes, objects, partner groups: `regroup`), then swaps of ranks (`refine`).
+/// Refines candidate `index`'s placement (`before`: its cost): exchanges of groups of ranks
+/// (whole nodes, node pairs, partner groups, objects: `regroup`), then swaps of ranks
+/// (`refine`).
 fn refined(
+    index: usize,
     mut assign: Vec<usize>,
     before: f64,
     near: &bisect::Adjacency,
@@ -616,7 +618,7 @@ fn refined(
         + regroup::object_swaps(near, system, spots, &mut assign, &mut budget());
     let swaps = refine::swaps(near, system, spots, &mut assign);
     Refined {
-        index: 0,
+        index,
         cost: cost_of(&assign).min(before),
         assign,
         exchanges,

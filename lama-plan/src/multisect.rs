@@ -102,12 +102,7 @@ impl Work<'_> {
                 self.partitioner.partition(&sub, &weights, percent, seed)?
             };
             if part.len() != n {
-                let want = shares(n, caps);
-                part = want
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(p, &k)| std::iter::repeat_n(p, k))
-                    .collect();
+                part = in_order(&shares(n, caps));
             }
             within_capacity(&sub, &mut part, caps);
             if self.seeds > 1 {
@@ -248,13 +243,18 @@ const SEED_WORK: usize = 1 << 18;
 /// Most starts tried for one split.
 const MAX_SEEDS: usize = 6;
 
-/// A split of the given part sizes in a pseudo-random order (a fixed generator per `seed`).
-fn shuffled(sizes: &[usize], seed: u64) -> Vec<usize> {
-    let mut part: Vec<usize> = sizes
+/// A split of the given part sizes in order: the first part's vertices first.
+fn in_order(sizes: &[usize]) -> Vec<usize> {
+    sizes
         .iter()
         .enumerate()
         .flat_map(|(p, &k)| std::iter::repeat_n(p, k))
-        .collect();
+        .collect()
+}
+
+/// A split of the given part sizes in a pseudo-random order (a fixed generator per `seed`).
+fn shuffled(sizes: &[usize], seed: u64) -> Vec<usize> {
+    let mut part = in_order(sizes);
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for i in (1..part.len()).rev() {
         x ^= x << 13;
@@ -283,9 +283,9 @@ const PAIRWISE_ROUNDS: usize = 2;
 /// Parts each part is refined against: its most connected ones.
 const PARTNERS: usize = 3;
 
-/// Refines a split into `k` parts by Fiduccia–Mattheyses passes between every two parts that
-/// share edges (the bisection's refinement on the graph of the two parts' vertices, each part
-/// keeping its count): a k-way refinement made of 2-way ones, which lowers the cut Scotch's
+/// Refines a split into `k` parts by Fiduccia–Mattheyses passes between each part and its
+/// [`PARTNERS`] most connected others (the bisection's refinement on the graph of the two
+/// parts' vertices, each part keeping its count): a k-way refinement made of 2-way ones, which lowers the cut Scotch's
 /// partitioner leaves on irregular graphs. Rounds stop when one lowers nothing.
 fn pairwise(g: &scotch::Graph, part: &mut [usize], k: usize) {
     if k < 2 {
@@ -303,15 +303,13 @@ fn pairwise(g: &scotch::Graph, part: &mut [usize], k: usize) {
             }
         }
         for (p, q) in heaviest_pairs(&between, k) {
-            {
-                let mut members = std::mem::take(&mut bucket[p]);
-                members.append(&mut bucket[q]);
-                if refine_pair(g, &members, part, (p, q), &mut local) {
-                    lowered = true;
-                }
-                for v in members {
-                    bucket[part[v]].push(v);
-                }
+            let mut members = std::mem::take(&mut bucket[p]);
+            members.append(&mut bucket[q]);
+            if refine_pair(g, &members, part, (p, q), &mut local) {
+                lowered = true;
+            }
+            for v in members {
+                bucket[part[v]].push(v);
             }
         }
         if !lowered {

@@ -61,32 +61,30 @@ pub(crate) fn swaps(
                 true => (0..spots.len()).collect(),
                 false => near_partners(&partners[r as usize], spots, assign),
             };
-            {
-                for b in tried {
-                    if spent > BUDGET {
-                        return made;
-                    }
-                    let a = assign[r as usize];
-                    if b == a {
-                        continue;
-                    }
-                    let q = occupant[b];
-                    let mut before = edges_at(r, a, q, assign, &mut spent);
-                    let mut after = edges_at(r, b, q, assign, &mut spent);
+            for b in tried {
+                if spent > BUDGET {
+                    return made;
+                }
+                let a = assign[r as usize];
+                if b == a {
+                    continue;
+                }
+                let q = occupant[b];
+                let mut before = edges_at(r, a, q, assign, &mut spent);
+                let mut after = edges_at(r, b, q, assign, &mut spent);
+                if let Some(q) = q {
+                    before += edges_at(q, b, Some(r), assign, &mut spent);
+                    after += edges_at(q, a, Some(r), assign, &mut spent);
+                }
+                if after < before - 1e-9 * before.max(1.0) {
+                    assign[r as usize] = b;
+                    occupant[b] = Some(r);
+                    occupant[a] = q;
                     if let Some(q) = q {
-                        before += edges_at(q, b, Some(r), assign, &mut spent);
-                        after += edges_at(q, a, Some(r), assign, &mut spent);
+                        assign[q as usize] = a;
                     }
-                    if after < before - 1e-9 * before.max(1.0) {
-                        assign[r as usize] = b;
-                        occupant[b] = Some(r);
-                        occupant[a] = q;
-                        if let Some(q) = q {
-                            assign[q as usize] = a;
-                        }
-                        made += 1;
-                        improved = true;
-                    }
+                    made += 1;
+                    improved = true;
                 }
             }
         }

@@ -1,18 +1,22 @@
-//! Whole-node refinement of the winning placement: the ranks of two nodes in different leaf
-//! switches are exchanged, slot for slot, while that lowers the model's cost.
+//! Refinement of a candidate's placement by moving groups of ranks together, each move made
+//! only where the model's cost falls: the ranks of two whole nodes in different leaf switches
+//! (`node_swaps`), a re-split of two nodes of one switch (`pair_refine`), a rank's close
+//! partners with another group's places (`group_swaps`), two packages' or NUMA nodes' ranks
+//! (`object_swaps`). The swaps of two ranks (`refine`) come after.
 //!
-//! The rank-by-rank swaps (`refine`) cannot leave a placement where a group of heavy talkers
-//! is cut at a switch in whole nodes: moving one rank of such a node to its partners' switch
-//! costs more than it saves. Moving the node's ranks together can save: with clustered traffic
-//! of 240-rank groups on leaf switches of 504 cores, a multisection that cuts three groups at
-//! the switches (some into a large piece and several single nodes) becomes one that cuts two,
-//! each into single nodes, by a few such exchanges.
+//! The rank-by-rank swaps cannot leave a placement where a group of heavy talkers is cut at a
+//! switch in whole nodes: moving one rank of such a node to its partners' switch costs more
+//! than it saves. Moving the node's ranks together can save: with clustered traffic of
+//! 240-rank groups on leaf switches of 504 cores, a multisection that cuts three groups at the
+//! switches (some into a large piece and several single nodes) becomes one that cuts two, each
+//! into single nodes, by a few such exchanges.
 //!
-//! Only nodes of one shape exchange (equal geometry and the same free PUs), so that each rank
-//! takes the slot of the other node at the same position and every distance inside the two
-//! nodes is what it was; between nodes the model charges by leaf switch alone
+//! Only nodes of one shape exchange whole (equal geometry and the same free PUs), so that each
+//! rank takes the slot of the other node at the same position and every distance inside the
+//! two nodes is what it was; between nodes the model charges by leaf switch alone
 //! ([`System::distance`]), so exchanging two nodes changes only their traffic with other
-//! nodes, computed from each node's volume to each leaf switch.
+//! nodes, computed from each node's volume to each leaf switch. The other moves price every
+//! edge of the ranks that move (`exchange_change`).
 
 use crate::bisect::Adjacency;
 use crate::cost::{Spot, System};
@@ -32,23 +36,31 @@ pub(crate) fn node_swaps(
     assign: &mut [usize],
 ) -> usize {
     let d = system.distances();
-    let saving = d.farther - d.switch;
+    if d.farther <= d.switch {
+        return 0;
+    }
     let Some(mut state) = State::new(near, system, spots, assign) else {
         return 0;
     };
-    if saving <= 0.0 {
-        return 0;
-    }
-    let mut made = 0;
-    for _ in 0..MAX_PASSES {
-        let before = made;
+    until_settled(|made| {
         for a in 0..state.nodes.len() {
             if let Some(b) = state.best_partner(a) {
                 state.exchange(a, b, assign);
-                made += 1;
+                *made += 1;
             }
         }
-        if made == before {
+        true
+    })
+}
+
+/// Runs `pass` (which adds the moves it makes to the count it is given, and returns false when
+/// its budget is spent) until a pass makes none, at most [`MAX_PASSES`] times; returns the
+/// count.
+fn until_settled(mut pass: impl FnMut(&mut usize) -> bool) -> usize {
+    let mut made = 0;
+    for _ in 0..MAX_PASSES {
+        let before = made;
+        if !pass(&mut made) || made == before {
             break;
         }
     }
@@ -70,24 +82,19 @@ pub(crate) fn object_swaps(
     let pairs = object_pairs(system, spots);
     let mut occupant = occupants(spots.len(), assign);
     let mut moving = vec![usize::MAX; assign.len()];
-    let mut made = 0;
-    for _ in 0..MAX_PASSES {
-        let before = made;
+    until_settled(|made| {
         for (a, b) in &pairs {
             if !budget.spend(2 * a.len()) {
-                return made;
+                return false;
             }
             let change = exchange_change(near, system, spots, assign, &occupant, &mut moving, a, b);
             if change < 0.0 {
                 trade(a, b, &mut occupant, assign);
-                made += 1;
+                *made += 1;
             }
         }
-        if made == before {
-            break;
-        }
-    }
-    made
+        true
+    })
 }
 
 /// What each kind of exchange may spend on one candidate, in edges looked at (about 0.01 s);
@@ -155,17 +162,10 @@ pub(crate) fn group_swaps(
 ) -> usize {
     let by_node = node_slots(spots);
     let shape = shapes(system, spots, &by_node);
-    let mut position = vec![0; spots.len()];
-    for slots in &by_node {
-        for (k, &s) in slots.iter().enumerate() {
-            position[s] = k;
-        }
-    }
+    let position = positions(&by_node, spots.len());
     let mut occupant = occupants(spots.len(), assign);
     let mut moving = vec![usize::MAX; assign.len()];
-    let mut made = 0;
-    for _ in 0..MAX_PASSES {
-        let before = made;
+    until_settled(|made| {
         for r in 0..assign.len() as u32 {
             let a = spots[assign[r as usize]].0 as usize;
             let at = partner_places(near, spots, assign, &position, r);
@@ -181,10 +181,10 @@ pub(crate) fn group_swaps(
             if !nodes.contains(&a) {
                 nodes.push(a);
             }
-            for b in nodes {
+            'nodes: for b in nodes {
                 // The same places on another node b, and each group of partners on b as large.
                 if !budget.spend(by_node[b].len()) {
-                    return made;
+                    return false;
                 }
                 let mut tries: Vec<Vec<usize>> = vec![];
                 if b != a {
@@ -195,10 +195,9 @@ pub(crate) fn group_swaps(
                 {
                     tries.push(there.iter().map(|&k| by_node[b][k]).collect());
                 }
-                let mut moved = false;
                 for to in tries {
                     if !budget.spend(2 * from.len()) {
-                        return made;
+                        return false;
                     }
                     let change = exchange_change(
                         near,
@@ -212,21 +211,14 @@ pub(crate) fn group_swaps(
                     );
                     if change < 0.0 {
                         trade(&from, &to, &mut occupant, assign);
-                        made += 1;
-                        moved = true;
-                        break;
+                        *made += 1;
+                        break 'nodes;
                     }
-                }
-                if moved {
-                    break;
                 }
             }
         }
-        if made == before {
-            break;
-        }
-    }
-    made
+        true
+    })
 }
 
 /// Improves `assign` by Fiduccia–Mattheyses passes between two nodes of one leaf switch that
@@ -251,9 +243,7 @@ pub(crate) fn pair_refine(
     let mut occupant = occupants(spots.len(), assign);
     let mut moving = vec![usize::MAX; assign.len()];
     let mut local = vec![u32::MAX; assign.len()];
-    let mut made = 0;
-    for _ in 0..MAX_PASSES {
-        let before = made;
+    until_settled(|made| {
         // The pairs of one leaf switch that exchange traffic, the most first (where the
         // budget ends, the pairs that matter most have been refined).
         let between = blocks_between(near, spots, assign, by_node.len());
@@ -264,30 +254,25 @@ pub(crate) fn pair_refine(
         }
         pairs.sort_by(|x, y| y.0.total_cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
         for (_, a, b) in pairs {
-            {
-                let pair = Pair {
-                    a: &by_node[a],
-                    b: &by_node[b],
-                    occupant: &occupant,
-                    near,
-                    system,
-                    spots,
-                };
-                let re = pair.best_split(assign, &mut moving, &mut local, budget);
-                if budget.left == 0 {
-                    return made;
-                }
-                if let Some((from, to)) = re {
-                    trade(&from, &to, &mut occupant, assign);
-                    made += 1;
-                }
+            let pair = Pair {
+                a: &by_node[a],
+                b: &by_node[b],
+                occupant: &occupant,
+                near,
+                system,
+                spots,
+            };
+            let re = pair.best_split(assign, &mut moving, &mut local, budget);
+            if budget.left == 0 {
+                return false;
+            }
+            if let Some((from, to)) = re {
+                trade(&from, &to, &mut occupant, assign);
+                *made += 1;
             }
         }
-        if made == before {
-            break;
-        }
-    }
-    made
+        true
+    })
 }
 
 /// Two nodes' slots, for [`pair_refine`].
@@ -487,6 +472,17 @@ fn trade(a: &[usize], b: &[usize], occupant: &mut [Option<u32>], assign: &mut [u
     }
 }
 
+/// The position of each of `count` slots in its node's list.
+fn positions(by_node: &[Vec<usize>], count: usize) -> Vec<usize> {
+    let mut position = vec![0; count];
+    for slots in by_node {
+        for (k, &s) in slots.iter().enumerate() {
+            position[s] = k;
+        }
+    }
+    position
+}
+
 /// Each node's slots, in slot order.
 fn node_slots(spots: &[Spot]) -> Vec<Vec<usize>> {
     let mut by_node: Vec<Vec<usize>> = Vec::new();
@@ -639,12 +635,7 @@ impl State {
         let mut by_node = node_slots(spots);
         by_node.resize(count, Vec::new());
         let shape = shapes(system, spots, &by_node);
-        let mut position = vec![0; spots.len()];
-        for slots in &by_node {
-            for (k, &s) in slots.iter().enumerate() {
-                position[s] = k;
-            }
-        }
+        let position = positions(&by_node, spots.len());
         let nodes: Vec<Node> = by_node
             .into_iter()
             .enumerate()

@@ -124,7 +124,8 @@ impl Partitioner {
     /// proportional to `sizes` (Scotch maps onto a complete graph with those weights: every
     /// pair of parts costs the same, so the cut is what is minimised); returns, per vertex, its
     /// part. The sizes are met within `percent` % (Scotch's balance tolerance); the caller
-    /// enforces what must be exact.
+    /// enforces what must be exact. `seed` seeds Scotch's generator (another seed, another
+    /// start).
     pub fn partition(
         &mut self,
         graph: &Graph,
@@ -167,8 +168,8 @@ fn strategy(parts: usize, flags: u32, balance: f64) -> Result<Owned<s::SCOTCH_St
 }
 
 /// Maps `graph` onto `arch` (of `parts` terminal domains) with `strat`, in a deterministic
-/// context of one thread with a fixed seed: the same input gives the same answer on every
-/// machine.
+/// context of one thread with the given fixed seed: the same input and seed give the same
+/// answer on every machine.
 fn mapped(
     graph: &Graph,
     arch: &mut Owned<s::SCOTCH_Arch>,
@@ -232,7 +233,8 @@ fn mapped(
         {
             return Err("Scotch could not set up a deterministic context".to_string());
         }
-        // A private random generator with the same seed for every plan.
+        // A private random generator with the seed given: 1, or another of the
+        // multisection's starts, the same for every plan.
         s::SCOTCH_contextRandomSeed(context.ptr(), seed as _);
         if s::SCOTCH_graphMap(bound.ptr(), arch.ptr(), strat.ptr(), out.as_mut_ptr()) != 0 {
             return Err("Scotch could not map the graph".to_string());

@@ -209,17 +209,19 @@ release() {
     wait_for 60 job_gone "$1" && wait_for 60 nodes_idle || fail "job $1 did not end cleanly"
 }
 
-# Runs each test function in order, one line each ("ok   t_x" or "FAIL t_x", the reason indented
-# above it), then "LABEL: N passed, N failed"; fails if any test failed. run_tests LABEL TEST...
+# Runs each test function in order, one line each with its wall time ("ok   t_x (12 s)" or
+# "FAIL t_x (12 s)", the reason indented above it), then "LABEL: N passed, N failed"; fails if
+# any test failed. run_tests LABEL TEST...
 run_tests() {
-    local label=$1 t passed=0 failed=0
+    local label=$1 t t0 passed=0 failed=0
     shift
     for t in "$@"; do
+        t0=$SECONDS
         if "$t"; then
-            echo "ok   $t"
+            echo "ok   $t ($((SECONDS - t0)) s)"
             passed=$((passed + 1))
         else
-            echo "FAIL $t"
+            echo "FAIL $t ($((SECONDS - t0)) s)"
             failed=$((failed + 1))
         fi
     done

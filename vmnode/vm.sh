@@ -27,7 +27,8 @@
 #                          26.05's default, the job's SLUID
 #   LAMA_VM=0              check (and so scripts/test.sh) says the guest tests are not wanted
 #   LAMA_VM_BOOT_TIMEOUT=S bound on the boot, up to the guest's sshd answering (default 420)
-#   LAMA_VM_TEST_TIMEOUT=S test: bound on tests/vm/run.sh (default 1200)
+#   LAMA_VM_TEST_TIMEOUT=S test: bound on tests/vm/run.sh (default 2400: the tests took 664 s
+#                          on an idle machine and up to 1,352 s beside the docker suites)
 #   LAMA_VM_PORT=P         the first loopback port of the host tried for forwarding to the
 #                          guest's sshd (default 10022; the first free one from there is used)
 set -euo pipefail
@@ -393,7 +394,7 @@ cmd_test() {
     trap cmd_down EXIT
     trap 'exit 130' INT TERM
     # Bounded: a test waiting on an allocation that never comes must not hold CI.
-    timeout "${LAMA_VM_TEST_TIMEOUT:-1200}" "$top/tests/vm/run.sh" "$@" || rc=1
+    timeout "${LAMA_VM_TEST_TIMEOUT:-2400}" "$top/tests/vm/run.sh" "$@" || rc=1
     if [ $rc -ne 0 ]; then
         local logs=${TMPDIR:-/tmp}/spank-lama-vm-logs-$flavour.txt
         cmd_logs > "$logs" 2>&1 || true

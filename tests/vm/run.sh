@@ -624,9 +624,12 @@ all_tests=(t_setup t_real_topology t_io_locality t_cgroup_v2 t_layouts_core_bind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
     t_row_broken_plugin_line t_cache_levels_on_slurms_topology t_odd_cpus_per_task_on_smt
     t_row_core_spec_without_slurms_xml t_row_v2_constrained_gpus t_order_sequential t_layouts_threads_and_more
-    t_preview_is_srun t_mpi_layouts_mpich t_mpi_hybrid_mpich t_lama_exec_mpis)
+    t_preview_is_srun t_mpi_layouts_mpich t_mpi_hybrid_mpich)
 # Open MPI direct launch needs Slurm's mpi/pmix (none in Debian sid's 26.05: docker/README.md).
-[ "$flavour" != 24.11 ] || all_tests+=(t_mpi_layouts_ompi)
+# The launchers of t_lama_exec_mpis start their ranks without Slurm, so it runs on one guest
+# only, the 26.05 one, which runs after the docker suites, on a quieter machine (the docker
+# clusters run t_lama_exec_launchers under both releases).
+if [ "$flavour" == 24.11 ]; then all_tests+=(t_mpi_layouts_ompi); else all_tests+=(t_lama_exec_mpis); fi
 all_tests+=(t_daemons_still_up)
 selected=("$@")
 [ ${#selected[@]} -gt 0 ] || selected=("${all_tests[@]}")

@@ -276,6 +276,19 @@ fn cut_of(graph: &[Vec<(usize, f64)>], side: &[bool]) -> f64 {
 /// one vertex each way: every vertex moves at most once per pass, the best balanced prefix of
 /// the moves is kept. Returns the final cut.
 pub(crate) fn refine(graph: &[Vec<(usize, f64)>], side: &mut [bool], want: usize) -> f64 {
+    refine_weighted(graph, &vec![1; graph.len()], side, want)
+}
+
+/// [`refine`] on vertices of the given weights (a coarsened graph's, each the count of ranks
+/// it stands for): side A's weight is `want` in every prefix of moves kept, so the split it
+/// gives back has exactly the sizes it was given (a pass that never comes back to `want` keeps
+/// none of its moves).
+pub(crate) fn refine_weighted(
+    graph: &[Vec<(usize, f64)>],
+    weight: &[u32],
+    side: &mut [bool],
+    want: usize,
+) -> f64 {
     let n = graph.len();
     let mut gain = vec![0.0f64; n];
     for _ in 0..MAX_PASSES {
@@ -290,7 +303,10 @@ pub(crate) fn refine(graph: &[Vec<(usize, f64)>], side: &mut [bool], want: usize
             heaps[side[v] as usize].push(Gain(gain[v], v));
         }
         let mut locked = vec![false; n];
-        let mut size_a = side.iter().filter(|&&s| s).count();
+        let mut size_a: usize = (0..n)
+            .filter(|&v| side[v])
+            .map(|v| weight[v] as usize)
+            .sum();
         let mut moves: Vec<usize> = Vec::new();
         let (mut running, mut best, mut best_at) = (0.0f64, 0.0f64, 0usize);
         let mut since_best = 0usize;
@@ -324,9 +340,9 @@ pub(crate) fn refine(graph: &[Vec<(usize, f64)>], side: &mut [bool], want: usize
             locked[v] = true;
             side[v] = !side[v];
             if from_a {
-                size_a -= 1;
+                size_a -= weight[v] as usize;
             } else {
-                size_a += 1;
+                size_a += weight[v] as usize;
             }
             running += g;
             moves.push(v);

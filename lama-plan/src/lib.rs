@@ -24,6 +24,7 @@ mod regroup;
 mod scotch;
 pub mod stencil;
 pub mod traffic;
+mod vcycle;
 
 use cost::{Spot, System, LEVELS};
 use lama_engine::{place, Bind, Layout, Level, Machine, Mppr, Order, Request};

@@ -378,7 +378,7 @@ fn refine_pair(
         graph.iter().enumerate().map(crossing).sum()
     };
     let before = cut(&side);
-    crate::bisect::refine(&graph, &mut side, want);
+    crate::vcycle::refine(&graph, &mut side, want, (p * 31 + q) as u64);
     if cut(&side) >= before - 1e-9 * before.max(1.0) {
         return false;
     }

@@ -84,8 +84,9 @@ impl Work<'_> {
         let slack = (total as f64 / n as f64 - 1.0).clamp(0.01, 0.25);
         let percent = (slack * 100.0).floor() as u32;
         let weights: Vec<u32> = caps.iter().map(|&c| c as u32).collect();
-        // On small graphs, several starts (Scotch's partitioner from other seeds of its
-        // generator, alternating with shuffled splits), each refined; the least cut is kept.
+        // On small graphs, several starts (Scotch's partitioner, by its own strategy and the
+        // multilevel k-way one, from other seeds of its generator, alternating with shuffled
+        // splits), each refined; the least cut is kept.
         let mut best: Option<(f64, Vec<usize>)> = None;
         // Only splits of an eighth of the graph or more (the dearest cuts, near the top).
         let seeds = match sub.adj.len() * 8 >= self.graph.adj.len() {
@@ -99,7 +100,14 @@ impl Work<'_> {
             } else if seed % 2 == 0 {
                 shuffled(&shares(n, caps), seed as u64)
             } else {
-                self.partitioner.partition(&sub, &weights, percent, seed)?
+                // Scotch's own strategy first; then, alternating with it, the multilevel k-way
+                // one (cheaper on irregular graphs, dearer on others).
+                let method = match seed % 4 {
+                    1 => scotch::Method::Scotch,
+                    _ => scotch::Method::KWay,
+                };
+                self.partitioner
+                    .partition(&sub, &weights, percent, seed, method)?
             };
             if part.len() != n {
                 part = in_order(&shares(n, caps));

@@ -710,7 +710,18 @@ fn mapped(
         _ => both(&|c, _| Ok(bisect::map(matrix, near, c))),
     };
     out.push(("bisection".to_string(), r, t));
-    let (r, t) = both(&|c, _| not_too_dense(matrix).and_then(|()| multisect::map(&rank_graph, c)));
+    let multisection = |c: &[Vec<u32>]| {
+        not_too_dense(matrix)?;
+        let coarse = multisect::map(&rank_graph, c, multisect::Pairs::VCycle);
+        match multisect::small(&rank_graph) {
+            true => cheaper(
+                coarse,
+                multisect::map(&rank_graph, c, multisect::Pairs::Flat),
+            ),
+            false => coarse,
+        }
+    };
+    let (r, t) = both(&|c, _| multisection(c));
     out.push(("multisection".to_string(), r, t));
     if let Some(grid) = grid {
         let t0 = std::time::Instant::now();

@@ -15,9 +15,31 @@ use crate::scotch;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Maps ranks `0..graph's vertex count` to slots (whose tree coordinates are `coords`):
-/// returns the slot index of each rank. There must be at least as many slots as ranks.
-pub(crate) fn map(graph: &scotch::Graph, coords: &[Vec<u32>]) -> Result<Vec<usize>, String> {
+/// How the pairwise refinement of each split refines a pair of parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pairs {
+    /// Flat Fiduccia–Mattheyses passes, rank by rank.
+    Flat,
+    /// A V-cycle (`vcycle.rs`): groups of close partners move as one on the coarse levels.
+    VCycle,
+}
+
+/// Whether the graph is small enough for several starts and the pairwise refinement at its
+/// largest splits, and for a second multisection whose pairs are refined flat (the cheaper
+/// of the two counts: on small machines whichever way a split is refined can steer the
+/// splits below it to a dearer end).
+pub(crate) fn small(graph: &scotch::Graph) -> bool {
+    SEED_WORK / graph.adj.len().max(1) >= MAX_SEEDS
+}
+
+/// Maps ranks `0..graph's vertex count` to slots (whose tree coordinates are `coords`),
+/// refining pairs of parts as `pairs` says: returns the slot index of each rank. There must be
+/// at least as many slots as ranks.
+pub(crate) fn map(
+    graph: &scotch::Graph,
+    coords: &[Vec<u32>],
+    pairs: Pairs,
+) -> Result<Vec<usize>, String> {
     let np = graph.xadj.len().saturating_sub(1);
     if np > coords.len() {
         return Err("more ranks than slots".to_string());
@@ -29,6 +51,7 @@ pub(crate) fn map(graph: &scotch::Graph, coords: &[Vec<u32>]) -> Result<Vec<usiz
         out: vec![usize::MAX; np],
         coords,
         seeds: (SEED_WORK / graph.adj.len().max(1)).clamp(1, MAX_SEEDS) as i64,
+        pairs,
     };
     work.place((0..np as u32).collect(), (0..coords.len()).collect(), 0)?;
     Ok(work.out)
@@ -43,6 +66,8 @@ struct Work<'a> {
     coords: &'a [Vec<u32>],
     /// How many starts each split tries (by the whole graph's size).
     seeds: i64,
+    /// How pairs of parts are refined.
+    pairs: Pairs,
 }
 
 impl Work<'_> {
@@ -114,7 +139,7 @@ impl Work<'_> {
             }
             within_capacity(&sub, &mut part, caps);
             if self.seeds > 1 {
-                pairwise(&sub, &mut part, caps.len());
+                pairwise(&sub, &mut part, caps.len(), self.pairs);
             }
             let cut = cut(&sub, &part);
             if best.as_ref().is_none_or(|b| cut < b.0) {
@@ -295,7 +320,7 @@ const PARTNERS: usize = 3;
 /// [`PARTNERS`] most connected others (the bisection's refinement on the graph of the two
 /// parts' vertices, each part keeping its count): a k-way refinement made of 2-way ones, which lowers the cut Scotch's
 /// partitioner leaves on irregular graphs. Rounds stop when one lowers nothing.
-fn pairwise(g: &scotch::Graph, part: &mut [usize], k: usize) {
+fn pairwise(g: &scotch::Graph, part: &mut [usize], k: usize, pairs: Pairs) {
     if k < 2 {
         return;
     }
@@ -313,7 +338,7 @@ fn pairwise(g: &scotch::Graph, part: &mut [usize], k: usize) {
         for (p, q) in heaviest_pairs(&between, k) {
             let mut members = std::mem::take(&mut bucket[p]);
             members.append(&mut bucket[q]);
-            if refine_pair(g, &members, part, (p, q), &mut local) {
+            if refine_pair(g, &members, part, (p, q), &mut local, pairs) {
                 lowered = true;
             }
             for v in members {
@@ -358,6 +383,7 @@ fn refine_pair(
     part: &mut [usize],
     (p, q): (usize, usize),
     local: &mut [usize],
+    pairs: Pairs,
 ) -> bool {
     for (i, &v) in members.iter().enumerate() {
         local[v] = i;
@@ -386,7 +412,10 @@ fn refine_pair(
         graph.iter().enumerate().map(crossing).sum()
     };
     let before = cut(&side);
-    crate::vcycle::refine(&graph, &mut side, want, (p * 31 + q) as u64);
+    match pairs {
+        Pairs::Flat => crate::bisect::refine(&graph, &mut side, want),
+        Pairs::VCycle => crate::vcycle::refine(&graph, &mut side, want, (p * 31 + q) as u64),
+    };
     if cut(&side) >= before - 1e-9 * before.max(1.0) {
         return false;
     }
@@ -438,7 +467,7 @@ mod tests {
         let g = path(12);
         let mut part: Vec<usize> = (0..12).map(|v| v % 3).collect();
         assert_eq!(cut(&g, &part), 11.0);
-        pairwise(&g, &mut part, 3);
+        pairwise(&g, &mut part, 3, Pairs::Flat);
         assert!((0..3).all(|p| part.iter().filter(|&&x| x == p).count() == 4));
         // Three runs of 4, the least cut (found by hand: 12 vertices, 3 parts of 4).
         assert_eq!(cut(&g, &part), 2.0, "{part:?}");
@@ -477,7 +506,7 @@ mod tests {
         // A path of 12 ranks on a vertex of 3 children of 4 slots, each of 2 slots: every child
         // gets one run of 4 ranks (a cut of 2, the least), each slot one rank.
         let coords: Vec<Vec<u32>> = (0..12).map(|s| vec![s / 4, (s % 4) / 2, s % 2]).collect();
-        let out = map(&path(12), &coords).unwrap();
+        let out = map(&path(12), &coords, Pairs::VCycle).unwrap();
         let mut seen = out.clone();
         seen.sort_unstable();
         assert_eq!(seen, (0..12).collect::<Vec<_>>());

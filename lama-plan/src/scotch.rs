@@ -331,7 +331,10 @@ mod tests {
             let part = p.partition(&g, &[50; 8], 1, 1, method).unwrap();
             let mut count = [0usize; 8];
             part.iter().for_each(|&q| count[q] += 1);
-            assert!(count.iter().all(|&c| (49..=51).contains(&c)), "{method:?}: {count:?}");
+            assert!(
+                count.iter().all(|&c| (49..=51).contains(&c)),
+                "{method:?}: {count:?}"
+            );
             let cut = (0..400).filter(|&v| part[v] != part[(v + 1) % 400]).count();
             assert!((8..=12).contains(&cut), "{method:?}: cut {cut}");
         }

@@ -17,12 +17,13 @@ use crate::bisect::refine_weighted;
 type Local = Vec<Vec<(usize, f64)>>;
 
 /// Coarsening stops at this many vertices.
-const COARSEST: usize = 48;
+const COARSEST: usize = 8;
+
 /// Coarsening stops when a level keeps more than this share of the vertices (few matches).
 const SHRINK: f64 = 0.92;
 /// A cluster is never more than this share of the graph's weight, so that the coarse levels
 /// keep moves small enough to balance.
-const CLUSTER_SHARE: usize = 24;
+const CLUSTER_SHARE: usize = 6;
 
 /// One coarse level: its graph, each vertex's weight (ranks it stands for), and for every
 /// vertex of the level below, the vertex of this level it joined.

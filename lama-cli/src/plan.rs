@@ -416,7 +416,8 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
          is the cost of the closest level holding both (the same PU costs 0; where a NUMA \
          node holds several packages, the smaller object costs the smaller distance):\n  {d}\n\
          candidates (Scotch's mapping, the recursive bisection, the multisection with \
-         Scotch's partitioner, on a Cartesian grid (--grid, or recognised from the matrix) the \
+         Scotch's partitioner and, on graphs small enough for several starts, its multilevel \
+         variant, on a Cartesian grid (--grid, or recognised from the matrix) the \
          stencil path, and the LAMA layouts: the five usual ones, then every other order of \
          the node's levels that places differently); the {} cheapest within {}% of the \
          cheapest refined (-> their cost after it), the cheapest after it the winner:\n",

@@ -41,7 +41,7 @@ pub const MAX_SCOTCH_PAIRS: usize = 1 << 19;
 pub const MAX_SCOTCH_TREE_SLOTS: usize = 1 << 15;
 
 /// The candidates that are not LAMA layouts (and the stencil path, `stencil XxY`).
-const NOT_LAYOUTS: [&str; 3] = ["scotch", "bisection", "multisection"];
+const NOT_LAYOUTS: [&str; 4] = ["scotch", "bisection", "multisection", "multilevel"];
 
 /// The layouts every plan is compared with: Slurm's block default (`csbnh`) first.
 pub const GUARD_LAYOUTS: [&str; 5] = ["csbnh", "scbnh", "nscbh", "Nscbnh", "L3csbnh"];
@@ -710,19 +710,17 @@ fn mapped(
         _ => both(&|c, _| Ok(bisect::map(matrix, near, c))),
     };
     out.push(("bisection".to_string(), r, t));
-    let multisection = |c: &[Vec<u32>]| {
-        not_too_dense(matrix)?;
-        let coarse = multisect::map(&rank_graph, c, multisect::Pairs::VCycle);
-        match multisect::small(&rank_graph) {
-            true => cheaper(
-                coarse,
-                multisect::map(&rank_graph, c, multisect::Pairs::Flat),
-            ),
-            false => coarse,
-        }
+    let multisection = |c: &[Vec<u32>], variant| {
+        not_too_dense(matrix).and_then(|()| multisect::map(&rank_graph, c, variant))
     };
-    let (r, t) = both(&|c, _| multisection(c));
+    let (r, t) = both(&|c, _| multisection(c, multisect::Variant::Flat));
     out.push(("multisection".to_string(), r, t));
+    // Where it differs, the multilevel variant too: each variant's splits keep their least
+    // cuts, and which variant ends cheaper depends on the machine and the traffic.
+    if multisect::multilevel_differs(&rank_graph) {
+        let (r, t) = both(&|c, _| multisection(c, multisect::Variant::Multilevel));
+        out.push(("multilevel".to_string(), r, t));
+    }
     if let Some(grid) = grid {
         let t0 = std::time::Instant::now();
         let r = Ok(stencil::map(grid, near, &tree.coords));

@@ -15,30 +15,37 @@ use crate::scotch;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// How the pairwise refinement of each split refines a pair of parts.
+/// How each split is made and refined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pairs {
-    /// Flat Fiduccia–Mattheyses passes, rank by rank.
+pub(crate) enum Variant {
+    /// Starts from Scotch's own strategy (and shuffled ones), pairs of parts refined by flat
+    /// Fiduccia–Mattheyses passes, rank by rank.
     Flat,
-    /// A V-cycle (`vcycle.rs`): groups of close partners move as one on the coarse levels.
-    VCycle,
+    /// Starts from Scotch's own strategy and its multilevel k-way one (and shuffled ones),
+    /// pairs of parts refined by V-cycles (`vcycle.rs`), in which groups of close partners
+    /// move as one on the coarse levels.
+    Multilevel,
 }
 
-/// Whether the graph is small enough for several starts and the pairwise refinement at its
-/// largest splits, and for a second multisection whose pairs are refined flat (the cheaper
-/// of the two counts: on small machines whichever way a split is refined can steer the
-/// splits below it to a dearer end).
-pub(crate) fn small(graph: &scotch::Graph) -> bool {
-    SEED_WORK / graph.adj.len().max(1) >= MAX_SEEDS
+/// Whether the multilevel variant differs from the flat one on this graph: where it is small
+/// enough for several starts and the pairwise refinement (on larger graphs each split has one
+/// start, Scotch's own, and no pairwise refinement, in both).
+pub(crate) fn multilevel_differs(graph: &scotch::Graph) -> bool {
+    seeds(graph) > 1
+}
+
+/// How many starts each split of a graph this large tries.
+fn seeds(graph: &scotch::Graph) -> i64 {
+    (SEED_WORK / graph.adj.len().max(1)).clamp(1, MAX_SEEDS) as i64
 }
 
 /// Maps ranks `0..graph's vertex count` to slots (whose tree coordinates are `coords`),
-/// refining pairs of parts as `pairs` says: returns the slot index of each rank. There must be
-/// at least as many slots as ranks.
+/// splitting as `variant` says: returns the slot index of each rank. There must be at least as
+/// many slots as ranks.
 pub(crate) fn map(
     graph: &scotch::Graph,
     coords: &[Vec<u32>],
-    pairs: Pairs,
+    variant: Variant,
 ) -> Result<Vec<usize>, String> {
     let np = graph.xadj.len().saturating_sub(1);
     if np > coords.len() {
@@ -50,8 +57,8 @@ pub(crate) fn map(
         local: vec![u32::MAX; np],
         out: vec![usize::MAX; np],
         coords,
-        seeds: (SEED_WORK / graph.adj.len().max(1)).clamp(1, MAX_SEEDS) as i64,
-        pairs,
+        seeds: seeds(graph),
+        variant,
     };
     work.place((0..np as u32).collect(), (0..coords.len()).collect(), 0)?;
     Ok(work.out)
@@ -66,8 +73,8 @@ struct Work<'a> {
     coords: &'a [Vec<u32>],
     /// How many starts each split tries (by the whole graph's size).
     seeds: i64,
-    /// How pairs of parts are refined.
-    pairs: Pairs,
+    /// How splits are made and refined.
+    variant: Variant,
 }
 
 impl Work<'_> {
@@ -109,9 +116,10 @@ impl Work<'_> {
         let slack = (total as f64 / n as f64 - 1.0).clamp(0.01, 0.25);
         let percent = (slack * 100.0).floor() as u32;
         let weights: Vec<u32> = caps.iter().map(|&c| c as u32).collect();
-        // On small graphs, several starts (Scotch's partitioner, by its own strategy and the
-        // multilevel k-way one, from other seeds of its generator, alternating with shuffled
-        // splits), each refined; the least cut is kept.
+        // On small graphs, several starts (Scotch's partitioner from other seeds of its
+        // generator, by its own strategy and, in the multilevel variant, alternately by the
+        // multilevel k-way one; between them shuffled splits), each refined; the least cut is
+        // kept.
         let mut best: Option<(f64, Vec<usize>)> = None;
         // Only splits of an eighth of the graph or more (the dearest cuts, near the top).
         let seeds = match sub.adj.len() * 8 >= self.graph.adj.len() {
@@ -125,11 +133,11 @@ impl Work<'_> {
             } else if seed % 2 == 0 {
                 shuffled(&shares(n, caps), seed as u64)
             } else {
-                // Scotch's own strategy first; then, alternating with it, the multilevel k-way
-                // one (cheaper on irregular graphs, dearer on others).
-                let method = match seed % 4 {
-                    1 => scotch::Method::Scotch,
-                    _ => scotch::Method::KWay,
+                // Scotch's own strategy first; in the multilevel variant, alternating with it,
+                // the multilevel k-way one (cheaper on irregular graphs, dearer on others).
+                let method = match (seed % 4, self.variant) {
+                    (3, Variant::Multilevel) => scotch::Method::KWay,
+                    _ => scotch::Method::Scotch,
                 };
                 self.partitioner
                     .partition(&sub, &weights, percent, seed, method)?
@@ -139,7 +147,7 @@ impl Work<'_> {
             }
             within_capacity(&sub, &mut part, caps);
             if self.seeds > 1 {
-                pairwise(&sub, &mut part, caps.len(), self.pairs);
+                pairwise(&sub, &mut part, caps.len(), self.variant);
             }
             let cut = cut(&sub, &part);
             if best.as_ref().is_none_or(|b| cut < b.0) {
@@ -320,7 +328,7 @@ const PARTNERS: usize = 3;
 /// [`PARTNERS`] most connected others (the bisection's refinement on the graph of the two
 /// parts' vertices, each part keeping its count): a k-way refinement made of 2-way ones, which lowers the cut Scotch's
 /// partitioner leaves on irregular graphs. Rounds stop when one lowers nothing.
-fn pairwise(g: &scotch::Graph, part: &mut [usize], k: usize, pairs: Pairs) {
+fn pairwise(g: &scotch::Graph, part: &mut [usize], k: usize, variant: Variant) {
     if k < 2 {
         return;
     }
@@ -338,7 +346,7 @@ fn pairwise(g: &scotch::Graph, part: &mut [usize], k: usize, pairs: Pairs) {
         for (p, q) in heaviest_pairs(&between, k) {
             let mut members = std::mem::take(&mut bucket[p]);
             members.append(&mut bucket[q]);
-            if refine_pair(g, &members, part, (p, q), &mut local, pairs) {
+            if refine_pair(g, &members, part, (p, q), &mut local, variant) {
                 lowered = true;
             }
             for v in members {
@@ -383,7 +391,7 @@ fn refine_pair(
     part: &mut [usize],
     (p, q): (usize, usize),
     local: &mut [usize],
-    pairs: Pairs,
+    variant: Variant,
 ) -> bool {
     for (i, &v) in members.iter().enumerate() {
         local[v] = i;
@@ -412,9 +420,9 @@ fn refine_pair(
         graph.iter().enumerate().map(crossing).sum()
     };
     let before = cut(&side);
-    match pairs {
-        Pairs::Flat => crate::bisect::refine(&graph, &mut side, want),
-        Pairs::VCycle => crate::vcycle::refine(&graph, &mut side, want, (p * 31 + q) as u64),
+    match variant {
+        Variant::Flat => crate::bisect::refine(&graph, &mut side, want),
+        Variant::Multilevel => crate::vcycle::refine(&graph, &mut side, want, (p * 31 + q) as u64),
     };
     if cut(&side) >= before - 1e-9 * before.max(1.0) {
         return false;
@@ -467,7 +475,7 @@ mod tests {
         let g = path(12);
         let mut part: Vec<usize> = (0..12).map(|v| v % 3).collect();
         assert_eq!(cut(&g, &part), 11.0);
-        pairwise(&g, &mut part, 3, Pairs::Flat);
+        pairwise(&g, &mut part, 3, Variant::Flat);
         assert!((0..3).all(|p| part.iter().filter(|&&x| x == p).count() == 4));
         // Three runs of 4, the least cut (found by hand: 12 vertices, 3 parts of 4).
         assert_eq!(cut(&g, &part), 2.0, "{part:?}");
@@ -506,7 +514,7 @@ mod tests {
         // A path of 12 ranks on a vertex of 3 children of 4 slots, each of 2 slots: every child
         // gets one run of 4 ranks (a cut of 2, the least), each slot one rank.
         let coords: Vec<Vec<u32>> = (0..12).map(|s| vec![s / 4, (s % 4) / 2, s % 2]).collect();
-        let out = map(&path(12), &coords, Pairs::VCycle).unwrap();
+        let out = map(&path(12), &coords, Variant::Multilevel).unwrap();
         let mut seen = out.clone();
         seen.sort_unstable();
         assert_eq!(seen, (0..12).collect::<Vec<_>>());

@@ -34,7 +34,7 @@ fn check(plan: &Plan, machines: &[&Machine], np: usize, unit: Unit) {
             plan.cost
         );
     }
-    for other in ["bisection", "scotch", "multisection"] {
+    for other in ["bisection", "scotch", "multisection", "multilevel"] {
         if let Some(c) = plan.cost_of(other) {
             assert!(
                 plan.cost <= c + 1e-9,
@@ -74,17 +74,19 @@ fn a_stencil_beats_block_and_never_loses_to_a_layout() {
     let matrix = patterns::stencil_2d(8, 4);
     let plan = plan(&matrix, &system, &paths, Unit::Core, &guard_layouts()).unwrap();
     check(&plan, &machines, 32, Unit::Core);
-    // Scotch, the bisection, the multisection, the stencil path on the grid recognised from
-    // the matrix (MPI's 4 x 8), the five guard layouts (Nscbnh and L3csbnh name levels this
-    // machine lacks and are tried anyway), and of the 3! = 6 orders of n, s, c the three that
-    // place differently from the guard layouts (csn, scn and nsc are csbnh, scbnh, nscbh).
-    assert_eq!(plan.candidates.len(), 4 + GUARD_LAYOUTS.len() + 3);
+    // Scotch, the bisection, the multisection and its multilevel variant (32 ranks: several
+    // starts), the stencil path on the grid recognised from the matrix (MPI's 4 x 8), the five
+    // guard layouts (Nscbnh and L3csbnh name levels this machine lacks and are tried anyway),
+    // and of the 3! = 6 orders of n, s, c the three that place differently from the guard
+    // layouts (csn, scn and nsc are csbnh, scbnh, nscbh).
+    assert_eq!(plan.candidates.len(), 5 + GUARD_LAYOUTS.len() + 3);
     assert!(plan.cost <= plan.cost_of("stencil 4x8").unwrap());
     let block = plan.cost_of("csbnh").unwrap();
     assert!(plan.cost <= block);
     assert!(plan.cost <= plan.cost_of("bisection").unwrap());
     assert!(plan.cost <= plan.cost_of("scotch").unwrap());
     assert!(plan.cost <= plan.cost_of("multisection").unwrap());
+    assert!(plan.cost <= plan.cost_of("multilevel").unwrap());
 }
 
 #[test]

@@ -260,7 +260,7 @@ impl Ord for Gain {
 }
 
 /// The volume cut by `side`.
-fn cut_of(graph: &[Vec<(usize, f64)>], side: &[bool]) -> f64 {
+pub(crate) fn cut_of(graph: &[Vec<(usize, f64)>], side: &[bool]) -> f64 {
     let mut cut = 0.0;
     for (v, edges) in graph.iter().enumerate() {
         for &(w, x) in edges {

@@ -149,18 +149,7 @@ fn contract(g: &Local, weight: &[u32], up: Vec<usize>, count: usize) -> Level {
 mod tests {
     use super::*;
 
-    /// The cut of a split, each edge once.
-    fn cut(g: &Local, side: &[bool]) -> f64 {
-        let mut total = 0.0;
-        for (v, edges) in g.iter().enumerate() {
-            for &(u, x) in edges {
-                if v < u && side[u] != side[v] {
-                    total += x;
-                }
-            }
-        }
-        total
-    }
+    use crate::bisect::cut_of as cut;
 
     /// Two cliques of `k` vertices (volume 10 inside) joined by a path of light edges
     /// (volume 1) between vertex i of one and vertex i of the other.

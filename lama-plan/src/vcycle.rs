@@ -207,6 +207,51 @@ mod tests {
     }
 
     #[test]
+    fn two_groups_on_the_wrong_sides_trade_places_as_wholes() {
+        // Side A: a ring of 200 ranks (0-199, volume 5 between neighbours) and a group X of 8
+        // (200-207, volume 10 between every two); side B the same (ring 208-407, group Y
+        // 408-415). Each rank of X talks (volume 3) to 8 ranks of B's ring, each of Y to 8 of
+        // A's: the cut is 2 x 8 x 8 x 3 = 384, and 0 once X and Y trade sides (found by hand:
+        // nothing else crosses). Moving one rank of a group alone loses 70 - 24 = 46 while a
+        // ring rank costs at most 10, so flat passes, which move single ranks, wander along
+        // the rings and stop; on the coarse levels each group is one vertex.
+        const RING: usize = 200;
+        let n = 2 * (RING + 8);
+        let mut g: Local = vec![Vec::new(); n];
+        let mut edge = |a: usize, b: usize, x: f64| {
+            g[a].push((b, x));
+            g[b].push((a, x));
+        };
+        for (ring, other_ring) in [(0, RING + 8), (RING + 8, 0)] {
+            let group = ring + RING;
+            for i in 0..RING {
+                edge(ring + i, ring + (i + 1) % RING, 5.0);
+            }
+            for a in 0..8 {
+                for b in a + 1..8 {
+                    edge(group + a, group + b, 10.0);
+                }
+                for j in 0..8 {
+                    edge(group + a, other_ring + (a * 5 + j) % RING, 3.0);
+                }
+            }
+        }
+        let half = RING + 8;
+        let start: Vec<bool> = (0..n).map(|v| v < half).collect();
+        assert_eq!(cut(&g, &start), 384.0);
+        let mut flat = start.clone();
+        let flat_cut = crate::bisect::refine(&g, &mut flat, half);
+        let mut side = start;
+        assert_eq!(refine(&g, &mut side, half, 1), 0.0);
+        assert!(
+            flat_cut > 0.0,
+            "the flat passes found it too: the case shows nothing"
+        );
+        assert_eq!(side.iter().filter(|&&s| s).count(), half);
+        assert!((RING..half).all(|v| !side[v]) && (n - 8..n).all(|v| side[v]));
+    }
+
+    #[test]
     fn sizes_are_kept_on_random_graphs() {
         let mut x = 99u64;
         for n in [60usize, 200, 500] {

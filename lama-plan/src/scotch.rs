@@ -117,7 +117,7 @@ pub enum Method {
     /// recursive bisection (six tries each), so that k-way Fiduccia–Mattheyses passes refine
     /// the parts at every level on the way up. On irregular graphs of thousands of vertices
     /// (random traffic) it cuts less than [`Method::Scotch`]; on others more, so the
-    /// multisection tries both.
+    /// multilevel multisection alternates the two as starts.
     KWay,
 }
 

@@ -7,9 +7,10 @@
 //! levels make those group moves.
 //!
 //! Side A keeps exactly its weight at every level (`bisect::refine_weighted`), so the split
-//! given back has the sizes it was given, and the finest level's passes are the flat
-//! refinement itself: the result is never worse than refining without the coarse levels from
-//! the same start.
+//! given back has the sizes it was given; the finest level's passes are the flat refinement
+//! itself, started from where the coarse levels left the split. That is not always a lower
+//! cut than flat passes from the original start (another local minimum), which is why the
+//! multisection keeps a flat variant beside the multilevel one (`multisect::Variant`).
 
 use crate::bisect::refine_weighted;
 

@@ -296,14 +296,24 @@ fn in_order(sizes: &[usize]) -> Vec<usize> {
 /// A split of the given part sizes in a pseudo-random order (a fixed generator per `seed`).
 fn shuffled(sizes: &[usize], seed: u64) -> Vec<usize> {
     let mut part = in_order(sizes);
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for i in (1..part.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        part.swap(i, (x % (i as u64 + 1)) as usize);
-    }
+    shuffle(&mut part, &mut seeded(seed));
     part
+}
+
+/// The state of the pseudo-random generator of [`shuffle`] for `seed` (never zero).
+pub(crate) fn seeded(seed: u64) -> u64 {
+    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
+}
+
+/// Shuffles `items` in place (Fisher–Yates) with a xorshift generator whose state is `rng`,
+/// which it advances: the same state gives the same order on every machine.
+pub(crate) fn shuffle<T>(items: &mut [T], rng: &mut u64) {
+    for i in (1..items.len()).rev() {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        items.swap(i, (*rng % (i as u64 + 1)) as usize);
+    }
 }
 
 /// The volume a split cuts (each edge once).
@@ -410,21 +420,13 @@ fn refine_pair(
     }
     let mut side: Vec<bool> = members.iter().map(|&v| part[v] == p).collect();
     let want = side.iter().filter(|&&x| x).count();
-    let cut = |side: &[bool]| -> f64 {
-        let crossing = |(i, e): (usize, &Vec<(usize, f64)>)| {
-            e.iter()
-                .filter(|&&(j, _)| side[i] != side[j])
-                .map(|e| e.1)
-                .sum::<f64>()
-        };
-        graph.iter().enumerate().map(crossing).sum()
-    };
-    let before = cut(&side);
-    match variant {
+    let before = crate::bisect::cut_of(&graph, &side);
+    // Each refinement returns the cut it leaves.
+    let after = match variant {
         Variant::Flat => crate::bisect::refine(&graph, &mut side, want),
         Variant::Multilevel => crate::vcycle::refine(&graph, &mut side, want, (p * 31 + q) as u64),
     };
-    if cut(&side) >= before - 1e-9 * before.max(1.0) {
+    if after >= before - 1e-9 * before.max(1.0) {
         return false;
     }
     for (&v, &on_p) in members.iter().zip(&side) {

@@ -42,7 +42,7 @@ pub(crate) fn refine(graph: &Local, side: &mut [bool], want: usize, seed: u64) -
     let cap = (n / CLUSTER_SHARE).max(2) as u32;
     let mut levels: Vec<Level> = Vec::new();
     let mut sides = side.to_vec();
-    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut rng = crate::multisect::seeded(seed);
     loop {
         let (g, w) = levels
             .last()
@@ -78,12 +78,7 @@ pub(crate) fn refine(graph: &Local, side: &mut [bool], want: usize, seed: u64) -
 fn matching(g: &Local, weight: &[u32], side: &[bool], cap: u32, rng: &mut u64) -> Vec<usize> {
     let n = g.len();
     let mut order: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        *rng ^= *rng << 13;
-        *rng ^= *rng >> 7;
-        *rng ^= *rng << 17;
-        order.swap(i, (*rng % (i as u64 + 1)) as usize);
-    }
+    crate::multisect::shuffle(&mut order, rng);
     let mut up = vec![usize::MAX; n];
     let mut next = 0;
     for &v in &order {

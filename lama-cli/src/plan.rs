@@ -422,7 +422,7 @@ fn explain(plan: &lama_plan::Plan, d: Distances) -> String {
          the node's levels that places differently); the {} cheapest within {}% of the \
          cheapest refined (-> their cost after it), the cheapest after it the winner:\n",
         lama_plan::REFINED,
-        lama_plan::REFINED_MARGIN * 100.0
+        lama_plan::refined_margin(plan.ranks.len()) * 100.0
     );
     let width = plan
         .candidates

@@ -243,7 +243,7 @@ fn bfs_order(graph: &[Vec<(usize, f64)>], start: usize) -> Vec<usize> {
 
 /// A gain in the heap (largest first, then the lowest vertex, for determinism).
 #[derive(PartialEq)]
-struct Gain(f64, usize);
+pub(crate) struct Gain(pub(crate) f64, pub(crate) usize);
 
 impl Eq for Gain {}
 

@@ -15,6 +15,7 @@
 
 mod bisect;
 pub mod cost;
+mod kway;
 mod multisect;
 pub use lama_slurm::hostlist;
 pub mod matrix;
@@ -543,7 +544,7 @@ pub fn plan_on(
 }
 
 /// Refines the cheapest answers (`kept`: cost, candidate index, placement; cheapest first)
-/// within [`REFINED_MARGIN`] of the cheapest, notes each one's cost after it in `candidates`,
+/// within [`refined_margin`] of the cheapest, notes each one's cost after it in `candidates`,
 /// and returns the cheapest after refinement; an error when no candidate placed the ranks.
 fn refine_cheapest(
     kept: Vec<(f64, usize, Vec<usize>)>,
@@ -565,7 +566,7 @@ fn refine_cheapest(
     };
     let mut best: Option<Refined> = None;
     for (before, index, assign) in kept {
-        if before > cheapest * (1.0 + REFINED_MARGIN) {
+        if before > cheapest * (1.0 + refined_margin(assign.len())) {
             continue;
         }
         let r = refined(index, assign, before, near, system, spots, cost_of);
@@ -580,10 +581,27 @@ fn refine_cheapest(
 /// How many of the cheapest candidates are refined: the cheapest after refinement wins (a
 /// candidate a little dearer may refine to less).
 pub const REFINED: usize = 3;
-/// Only candidates at most this much dearer than the cheapest are refined (on the benchmark
-/// set, a candidate that won after refinement was at most 0.1 % dearer before it; one 2.8
-/// times dearer took seconds to refine at 100,000 ranks and still lost).
+/// Only candidates at most this much dearer than the cheapest are refined, on plans of more
+/// than [`SMALL_PLAN`] ranks (there, one 2.8 times dearer took seconds to refine at 100,000
+/// ranks and still lost).
 pub const REFINED_MARGIN: f64 = 0.02;
+/// On plans of at most [`SMALL_PLAN`] ranks, where refining a candidate takes a fraction of a
+/// second, candidates this much dearer than the cheapest are refined too: on a partial
+/// allocation with clustered traffic in groups of 8 (1,184 ranks, BENCHMARKS.md) the
+/// multisection, 25 % dearer than the multilevel candidate before refinement, ends 5 % cheaper
+/// after it.
+pub const REFINED_MARGIN_SMALL: f64 = 0.5;
+/// The most ranks for which [`REFINED_MARGIN_SMALL`] holds.
+pub const SMALL_PLAN: usize = 20_000;
+
+/// How much dearer than the cheapest a candidate may be and still be refined, on a plan of
+/// `np` ranks.
+pub fn refined_margin(np: usize) -> f64 {
+    match np <= SMALL_PLAN {
+        true => REFINED_MARGIN_SMALL,
+        false => REFINED_MARGIN,
+    }
+}
 
 /// A candidate's placement after the refinement.
 struct Refined {

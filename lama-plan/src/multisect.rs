@@ -157,7 +157,33 @@ impl Work<'_> {
                 break;
             }
         }
-        Ok(best.map(|b| b.1).unwrap_or_default())
+        let mut part = best.map(|b| b.1).unwrap_or_default();
+        if self.variant == Variant::Multilevel && caps.len() > 2 && !sub.adj.is_empty() {
+            self.k_way(&sub, &mut part, caps);
+        }
+        Ok(part)
+    }
+
+    /// The multilevel variant's last step on a split into three parts or more: the k-way
+    /// V-cycle (`kway.rs`) on the least cut of the starts, the sizes made exact again, and the
+    /// pairwise refinement after it (where the graph is small enough for it); kept where it
+    /// cuts less than the split it started from (making the sizes exact may cost more than the
+    /// V-cycle took off).
+    fn k_way(&mut self, sub: &scotch::Graph, part: &mut Vec<usize>, caps: &[usize]) {
+        let mut sizes = vec![0usize; caps.len()];
+        for &p in part.iter() {
+            sizes[p] += 1;
+        }
+        let mut tried = part.clone();
+        let room = crate::kway::Room { sizes: &sizes, caps };
+        crate::kway::refine(&local_graph(sub), &mut tried, &room, KWAY_SEED);
+        within_capacity(sub, &mut tried, caps);
+        if self.seeds > 1 {
+            pairwise(sub, &mut tried, caps.len(), self.variant);
+        }
+        if cut(sub, &tried) < cut(sub, part) {
+            *part = tried;
+        }
     }
 
     /// The subgraph of `ranks` (local indexes in the order given).
@@ -327,6 +353,20 @@ fn cut(g: &scotch::Graph, part: &[usize]) -> f64 {
         }
     }
     total / 2.0
+}
+
+/// The seed of the k-way V-cycle's matchings and search order.
+const KWAY_SEED: u64 = 1 << 20;
+
+/// `g` as a list of each vertex's neighbours and volumes.
+fn local_graph(g: &scotch::Graph) -> crate::vcycle::Local {
+    (0..g.xadj.len().saturating_sub(1))
+        .map(|v| {
+            (g.xadj[v] as usize..g.xadj[v + 1] as usize)
+                .map(|e| (g.adj[e] as usize, f64::from(g.weights[e])))
+                .collect()
+        })
+        .collect()
 }
 
 /// Most rounds of the pairwise refinement.

@@ -15,7 +15,7 @@
 use crate::bisect::refine_weighted;
 
 /// A local graph: each vertex's neighbours and volumes.
-type Local = Vec<Vec<(usize, f64)>>;
+pub(crate) type Local = Vec<Vec<(usize, f64)>>;
 
 /// Coarsening stops at this many vertices.
 const COARSEST: usize = 8;
@@ -28,40 +28,21 @@ const CLUSTER_SHARE: usize = 6;
 
 /// One coarse level: its graph, each vertex's weight (ranks it stands for), and for every
 /// vertex of the level below, the vertex of this level it joined.
-struct Level {
-    graph: Local,
-    weight: Vec<u32>,
-    up: Vec<usize>,
+pub(crate) struct Level {
+    pub(crate) graph: Local,
+    pub(crate) weight: Vec<u32>,
+    pub(crate) up: Vec<usize>,
 }
 
 /// Refines `side` (side A is `true`, holding exactly `want` vertices) over the levels of a
 /// V-cycle whose matchings visit vertices in an order drawn from `seed`; returns the cut.
 pub(crate) fn refine(graph: &Local, side: &mut [bool], want: usize, seed: u64) -> f64 {
     let n = graph.len();
-    let unit = vec![1u32; n];
     let cap = (n / CLUSTER_SHARE).max(2) as u32;
-    let mut levels: Vec<Level> = Vec::new();
+    let levels = coarsened(graph, side, cap, COARSEST, seed);
     let mut sides = side.to_vec();
-    let mut rng = crate::multisect::seeded(seed);
-    loop {
-        let (g, w) = levels
-            .last()
-            .map_or((graph, &unit), |l| (&l.graph, &l.weight));
-        if g.len() <= COARSEST {
-            break;
-        }
-        let up = matching(g, w, &sides, cap, &mut rng);
-        let count = up.iter().max().map_or(0, |&c| c + 1);
-        if count as f64 > SHRINK * g.len() as f64 {
-            break;
-        }
-        let level = contract(g, w, up, count);
-        let mut coarse = vec![false; count];
-        for (v, &c) in level.up.iter().enumerate() {
-            coarse[c] = sides[v];
-        }
-        sides = coarse;
-        levels.push(level);
+    for level in &levels {
+        sides = lifted(level, &sides);
     }
     // From the coarsest level down: refine, then hand the split to the level below.
     for i in (0..levels.len()).rev() {
@@ -69,13 +50,63 @@ pub(crate) fn refine(graph: &Local, side: &mut [bool], want: usize, seed: u64) -
         sides = levels[i].up.iter().map(|&c| sides[c]).collect();
     }
     side.copy_from_slice(&sides);
-    refine_weighted(graph, &unit, side, want)
+    refine_weighted(graph, &vec![1; n], side, want)
 }
 
-/// Heavy-edge matching on one side at a time: each vertex, in a pseudo-random order, joins its
-/// unmatched neighbour on the same side with the heaviest edge, if their weights together
+/// The coarse levels of `graph` under the labels `label` (a side, a part): each level joins
+/// pairs of vertices of one label by heavy-edge matching, no coarse vertex weighing more than
+/// `cap`, until a level has at most `stop` vertices or keeps more than [`SHRINK`] of the one
+/// below. The matchings visit vertices in an order drawn from `seed`.
+pub(crate) fn coarsened<T: Copy + Default + PartialEq>(
+    graph: &Local,
+    label: &[T],
+    cap: u32,
+    stop: usize,
+    seed: u64,
+) -> Vec<Level> {
+    let unit = vec![1u32; graph.len()];
+    let mut levels: Vec<Level> = Vec::new();
+    let mut labels = label.to_vec();
+    let mut rng = crate::multisect::seeded(seed);
+    loop {
+        let (g, w) = levels
+            .last()
+            .map_or((graph, &unit), |l| (&l.graph, &l.weight));
+        if g.len() <= stop {
+            break;
+        }
+        let up = matching(g, w, &labels, cap, &mut rng);
+        let count = up.iter().max().map_or(0, |&c| c + 1);
+        if count as f64 > SHRINK * g.len() as f64 {
+            break;
+        }
+        let level = contract(g, w, up, count);
+        labels = lifted(&level, &labels);
+        levels.push(level);
+    }
+    levels
+}
+
+/// The labels of `level`'s vertices, from those of the level below (every vertex a coarse
+/// vertex joins has the same label).
+pub(crate) fn lifted<T: Copy + Default>(level: &Level, below: &[T]) -> Vec<T> {
+    let mut coarse = vec![T::default(); level.weight.len()];
+    for (v, &c) in level.up.iter().enumerate() {
+        coarse[c] = below[v];
+    }
+    coarse
+}
+
+/// Heavy-edge matching within each label: each vertex, in a pseudo-random order, joins its
+/// unmatched neighbour of the same label with the heaviest edge, if their weights together
 /// stay within `cap`. Returns each vertex's coarse vertex (numbered in order of creation).
-fn matching(g: &Local, weight: &[u32], side: &[bool], cap: u32, rng: &mut u64) -> Vec<usize> {
+fn matching<T: PartialEq>(
+    g: &Local,
+    weight: &[u32],
+    side: &[T],
+    cap: u32,
+    rng: &mut u64,
+) -> Vec<usize> {
     let n = g.len();
     let mut order: Vec<usize> = (0..n).collect();
     crate::multisect::shuffle(&mut order, rng);

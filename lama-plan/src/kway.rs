@@ -78,7 +78,11 @@ fn bounds(room: &Room<'_>, heaviest: u32) -> Vec<(u64, u64)> {
         .zip(room.caps)
         .map(|(&s, &c)| {
             let slack = ((s as f64 * TOLERANCE).ceil() as u64).max(u64::from(heaviest));
-            let least = if full { (s as u64).saturating_sub(slack) } else { 0 };
+            let least = if full {
+                (s as u64).saturating_sub(slack)
+            } else {
+                0
+            };
             (least, (c as u64).max(s as u64 + slack))
         })
         .collect()

@@ -175,7 +175,10 @@ impl Work<'_> {
             sizes[p] += 1;
         }
         let mut tried = part.clone();
-        let room = crate::kway::Room { sizes: &sizes, caps };
+        let room = crate::kway::Room {
+            sizes: &sizes,
+            caps,
+        };
         crate::kway::refine(&local_graph(sub), &mut tried, &room, KWAY_SEED);
         within_capacity(sub, &mut tried, caps);
         if self.seeds > 1 {

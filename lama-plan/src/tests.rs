@@ -204,3 +204,47 @@ fn the_stencil_path_wins_on_a_large_2d_stencil() {
     assert!(stencil < plan.cost_of("multisection").unwrap());
     assert!(plan.cost <= stencil);
 }
+
+#[test]
+fn small_plans_refine_candidates_well_above_the_cheapest() {
+    // 192 ranks of random traffic (4 partners each) on 8 nodes of 2 x 2 x 6 cores under one
+    // switch. The bisection is 2.2 % dearer than the cheapest candidate before refinement
+    // and the cheapest after it: with the 2 % margin of large plans it would not be refined
+    // and the plan would be the multilevel candidate's, dearer.
+    let m = Machine::synthetic("pack:2 numa:2 core:6 pu:1").unwrap();
+    let machines = vec![&m; 8];
+    let n = names(8);
+    let net = Network::single_switch(&n);
+    let system = System::new(machines.clone(), &n, &net, Distances::default()).unwrap();
+    let paths: Vec<Vec<usize>> = n.iter().map(|x| net.path(x).unwrap()).collect();
+    let matrix = patterns::random_sparse(192, 4, 1);
+    let plan = plan(&matrix, &system, &paths, Unit::Core, &guard_layouts()).unwrap();
+    check(&plan, &machines, 192, Unit::Core);
+    assert_eq!(refined_margin(192), REFINED_MARGIN_SMALL);
+    assert_eq!(refined_margin(SMALL_PLAN + 1), REFINED_MARGIN);
+    let before = |c: &Candidate| *c.cost.as_ref().unwrap();
+    let cheapest = plan
+        .candidates
+        .iter()
+        .filter(|c| c.cost.is_ok())
+        .map(before)
+        .fold(f64::MAX, f64::min);
+    let winner = plan
+        .candidates
+        .iter()
+        .find(|c| c.name == plan.winner)
+        .unwrap();
+    assert!(
+        before(winner) > cheapest * (1.0 + REFINED_MARGIN),
+        "{:?}",
+        plan.candidates
+    );
+    assert_eq!(winner.refined, Some(plan.cost));
+    for c in plan
+        .candidates
+        .iter()
+        .filter(|c| c.refined.is_some() && c.name != plan.winner)
+    {
+        assert!(plan.cost < c.refined.unwrap(), "{:?}", plan.candidates);
+    }
+}

@@ -259,8 +259,8 @@ impl Ord for Gain {
     }
 }
 
-/// The volume cut by `side`.
-pub(crate) fn cut_of(graph: &[Vec<(usize, f64)>], side: &[bool]) -> f64 {
+/// The volume cut by `side` (a side or a part of each vertex).
+pub(crate) fn cut_of<T: PartialEq>(graph: &[Vec<(usize, f64)>], side: &[T]) -> f64 {
     let mut cut = 0.0;
     for (v, edges) in graph.iter().enumerate() {
         for &(w, x) in edges {

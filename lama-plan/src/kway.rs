@@ -259,19 +259,7 @@ impl Pass<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The volume `part` cuts (each edge once).
-    fn cut(g: &Local, part: &[usize]) -> f64 {
-        let mut c = 0.0;
-        for (v, edges) in g.iter().enumerate() {
-            for &(u, x) in edges {
-                if v < u && part[u] != part[v] {
-                    c += x;
-                }
-            }
-        }
-        c
-    }
+    use crate::bisect::cut_of as cut;
 
     /// Parts of these sizes that fill their capacities.
     fn full(sizes: &[usize]) -> Room<'_> {

@@ -81,6 +81,9 @@ ln -sf /usr/lib/systemd/system/multi-user.target "$root/etc/systemd/system/defau
 chroot "$root" ldconfig
 touch "$root/etc/.updated" "$root/var/.updated"
 rm -f "$root"/etc/systemd/system/timers.target.wants/*
+# No login prompt on the serial console (console=ttyS0 would start one): the console is a file
+# the host reads when something fails, and nothing logs in there.
+ln -sf /dev/null "$root/etc/systemd/system/serial-getty@ttyS0.service"
 
 # Slurm: directories, the plugstack include the plugin's package drops its line into, and no
 # daemon started at boot (vm.sh up starts them once their configuration and the plugin exist).

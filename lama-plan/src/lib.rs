@@ -729,7 +729,8 @@ fn mapped(
     };
     out.push(("bisection".to_string(), r, t));
     let multisection = |c: &[Vec<u32>], variant| {
-        not_too_dense(matrix).and_then(|()| multisect::map(&rank_graph, c, variant))
+        not_too_dense(matrix)
+            .and_then(|()| multisect::map(&rank_graph, near, c, &tree.links, variant))
     };
     let (r, t) = both(&|c, _| multisection(c, multisect::Variant::Flat));
     out.push(("multisection".to_string(), r, t));

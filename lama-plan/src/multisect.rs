@@ -39,27 +39,23 @@ fn seeds(graph: &scotch::Graph) -> i64 {
     (SEED_WORK / graph.adj.len().max(1)).clamp(1, MAX_SEEDS) as i64
 }
 
-/// Maps ranks `0..graph's vertex count` to slots (whose tree coordinates are `coords`),
-/// splitting as `variant` says: returns the slot index of each rank. There must be at least as
-/// many slots as ranks.
+/// Maps ranks `0..graph's vertex count` to slots (whose tree coordinates are `coords`; `links`
+/// is the model's cost of a unit of volume between children at each depth; `near` each rank's
+/// partners and real volumes, the graph's before rounding), splitting as `variant` says:
+/// returns the slot index of each rank. There must be at least as many slots as ranks.
 pub(crate) fn map(
     graph: &scotch::Graph,
+    near: &[Vec<(u32, f64)>],
     coords: &[Vec<u32>],
+    links: &[f64],
     variant: Variant,
 ) -> Result<Vec<usize>, String> {
     let np = graph.xadj.len().saturating_sub(1);
     if np > coords.len() {
         return Err("more ranks than slots".to_string());
     }
-    let mut work = Work {
-        graph,
-        partitioner: scotch::Partitioner::default(),
-        local: vec![u32::MAX; np],
-        out: vec![usize::MAX; np],
-        coords,
-        seeds: seeds(graph),
-        variant,
-    };
+    let look_ahead = np <= LOOK_AHEAD_RANKS && graph.adj.len() <= LOOK_AHEAD_ARCS;
+    let mut work = Work::new(graph, near, coords, links, variant, look_ahead);
     work.place((0..np as u32).collect(), (0..coords.len()).collect(), 0)?;
     Ok(work.out)
 }
@@ -71,13 +67,43 @@ struct Work<'a> {
     local: Vec<u32>,
     out: Vec<usize>,
     coords: &'a [Vec<u32>],
+    /// The model's cost of a unit of volume between children at each depth.
+    links: &'a [f64],
+    /// Each rank's partners and real volumes.
+    near: &'a [Vec<(u32, f64)>],
     /// How many starts each split tries (by the whole graph's size).
     seeds: i64,
     /// How splits are made and refined.
     variant: Variant,
+    /// Whether a split chooses among its candidates by the cost of the placement below each
+    /// ([`Work::look_ahead`]); off on large graphs, and inside a look-ahead.
+    look_ahead: bool,
 }
 
-impl Work<'_> {
+impl<'a> Work<'a> {
+    fn new(
+        graph: &'a scotch::Graph,
+        near: &'a [Vec<(u32, f64)>],
+        coords: &'a [Vec<u32>],
+        links: &'a [f64],
+        variant: Variant,
+        look_ahead: bool,
+    ) -> Self {
+        let np = graph.xadj.len().saturating_sub(1);
+        Work {
+            graph,
+            partitioner: scotch::Partitioner::default(),
+            local: vec![u32::MAX; np],
+            out: vec![usize::MAX; np],
+            coords,
+            links,
+            near,
+            seeds: seeds(graph),
+            variant,
+            look_ahead,
+        }
+    }
+
     /// Places `ranks` on `slots`, which share their coordinates above `depth`.
     fn place(&mut self, ranks: Vec<u32>, slots: Vec<usize>, depth: usize) -> Result<(), String> {
         if crate::bisect::at_leaf(self.coords, &ranks, &slots, depth, &mut self.out) {
@@ -89,8 +115,24 @@ impl Work<'_> {
             return self.place(ranks, only, depth + 1);
         }
         let caps: Vec<usize> = children.iter().map(Vec::len).collect();
-        let part = self.split(&ranks, &caps)?;
-        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); caps.len()];
+        let sub = self.induced(&ranks);
+        let mut candidates = self.split(&sub, &caps)?;
+        if self.look_ahead && candidates.len() > 1 {
+            return self.look_ahead(&ranks, &children, depth, candidates);
+        }
+        let part = candidates.swap_remove(0);
+        self.descend(&ranks, &part, children, depth)
+    }
+
+    /// Places each part of `part` (the part of each of `ranks`) in its child.
+    fn descend(
+        &mut self,
+        ranks: &[u32],
+        part: &[usize],
+        children: Vec<Vec<usize>>,
+        depth: usize,
+    ) -> Result<(), String> {
+        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); children.len()];
         for (i, &r) in ranks.iter().enumerate() {
             groups[part[i]].push(r);
         }
@@ -100,66 +142,166 @@ impl Work<'_> {
         Ok(())
     }
 
-    /// Splits `ranks` into one part per child of capacity `caps`, cutting little volume:
-    /// returns each rank's part. Where the ranks are fewer than the slots, a part may take
-    /// more than its share, up to its capacity (so a group of heavy talkers is not cut to fill
-    /// each child in proportion); where they fill the slots, every part is its capacity.
-    fn split(&mut self, ranks: &[u32], caps: &[usize]) -> Result<Vec<usize>, String> {
-        let n = ranks.len();
-        let total: usize = caps.iter().sum();
-        if n > total {
+    /// Chooses among a split's candidates by what each costs once the levels below are placed
+    /// too (the split's cut alone cannot tell apart splits of equal cut whose parts place
+    /// differently inside the children): each is placed down to the slots, without looking
+    /// ahead again, the one whose ranks cost least among themselves is kept (the first on a
+    /// tie: the split's own choice), and its placement is then made again looking ahead at the
+    /// levels below, which costs no more than the placement it was chosen by (each split's own
+    /// choice is among its candidates).
+    fn look_ahead(
+        &mut self,
+        ranks: &[u32],
+        children: &[Vec<usize>],
+        depth: usize,
+        candidates: Vec<Vec<usize>>,
+    ) -> Result<(), String> {
+        self.look_ahead = false;
+        let mut best: Option<(f64, usize)> = None;
+        let mut tried = Ok(());
+        for (k, part) in candidates.iter().enumerate() {
+            tried = self.descend(ranks, part, children.to_vec(), depth);
+            if tried.is_err() {
+                break;
+            }
+            let cost = self.cost_among(ranks);
+            if best.is_none_or(|(b, _)| cost < b - 1e-9 * b.abs().max(1.0)) {
+                best = Some((cost, k));
+            }
+        }
+        self.look_ahead = true;
+        tried?;
+        let chosen = best.map_or(0, |(_, k)| k);
+        self.descend(ranks, &candidates[chosen], children.to_vec(), depth)
+    }
+
+    /// What `ranks` (placed in `self.out`) cost among themselves, by their real volumes (the
+    /// graph's weights are rounded to integers, which can hide what tells two placements
+    /// apart): each pair's volume at the cost of the depth where their slots' coordinates
+    /// part.
+    fn cost_among(&mut self, ranks: &[u32]) -> f64 {
+        for (i, &r) in ranks.iter().enumerate() {
+            self.local[r as usize] = i as u32;
+        }
+        let mut total = 0.0;
+        for &r in ranks {
+            let a = &self.coords[self.out[r as usize]];
+            for &(j, volume) in &self.near[r as usize] {
+                if j <= r || self.local[j as usize] == u32::MAX {
+                    continue;
+                }
+                let b = &self.coords[self.out[j as usize]];
+                if let Some(d) = a.iter().zip(b).position(|(x, y)| x != y) {
+                    total += volume * self.links.get(d).copied().unwrap_or(0.0);
+                }
+            }
+        }
+        for &r in ranks {
+            self.local[r as usize] = u32::MAX;
+        }
+        total
+    }
+
+    /// Splits the ranks of `sub` into one part per child of capacity `caps`, cutting little
+    /// volume: returns candidate splits (each rank's part), first the split's own choice
+    /// (the least cut of its starts), then, where the split looks ahead, the other starts and
+    /// as many more as [`LOOK_AHEAD_SEEDS`] on splits of half the graph or more, those that
+    /// cut at most [`LOOK_AHEAD_MARGIN`] more than the least, distinct.
+    fn split(&mut self, sub: &scotch::Graph, caps: &[usize]) -> Result<Vec<Vec<usize>>, String> {
+        let n = sub.xadj.len().saturating_sub(1);
+        if n > caps.iter().sum() {
             return Err("more ranks than slots".to_string());
         }
-        let sub = self.induced(ranks);
-        // Scotch's tolerance: a part may exceed its share by this ratio, which the slack
-        // allows (capacity / share - 1), between 1 % and 25 % in steps of 1 %.
-        let slack = (total as f64 / n as f64 - 1.0).clamp(0.01, 0.25);
-        let percent = (slack * 100.0).floor() as u32;
-        let weights: Vec<u32> = caps.iter().map(|&c| c as u32).collect();
-        // On small graphs, several starts (Scotch's partitioner from other seeds of its
-        // generator, by its own strategy and, in the multilevel variant, alternately by the
-        // multilevel k-way one; between them shuffled splits), each refined; the least cut is
-        // kept.
-        let mut best: Option<(f64, Vec<usize>)> = None;
+        // On small graphs, several starts, each refined; the least cut is the split's choice.
         // Only splits of an eighth of the graph or more (the dearest cuts, near the top).
         let seeds = match sub.adj.len() * 8 >= self.graph.adj.len() {
             true => self.seeds,
             false => 1,
         };
+        let mut starts: Vec<(f64, Vec<usize>)> = Vec::new();
         for seed in 1..=seeds {
-            let mut part = if sub.adj.is_empty() {
-                // Nothing to cut: any split within the capacities is as good.
-                Vec::new()
-            } else if seed % 2 == 0 {
-                shuffled(&shares(n, caps), seed as u64)
-            } else {
-                // Scotch's own strategy first; in the multilevel variant, alternating with it,
-                // the multilevel k-way one (cheaper on irregular graphs, dearer on others).
-                let method = match (seed % 4, self.variant) {
-                    (3, Variant::Multilevel) => scotch::Method::KWay,
-                    _ => scotch::Method::Scotch,
-                };
-                self.partitioner
-                    .partition(&sub, &weights, percent, seed, method)?
-            };
-            if part.len() != n {
-                part = in_order(&shares(n, caps));
-            }
-            within_capacity(&sub, &mut part, caps);
-            if self.seeds > 1 {
-                pairwise(&sub, &mut part, caps.len(), self.variant);
-            }
-            let cut = cut(&sub, &part);
-            if best.as_ref().is_none_or(|b| cut < b.0) {
-                best = Some((cut, part));
-            }
+            let part = self.start(sub, caps, seed)?;
+            starts.push((cut(sub, &part), part));
             if sub.adj.is_empty() {
                 break;
             }
         }
-        let mut part = best.map(|b| b.1).unwrap_or_default();
+        // The least cut, the first start on a tie.
+        let first = (0..starts.len()).fold(0, |b, i| match starts[i].0 < starts[b].0 {
+            true => i,
+            false => b,
+        });
+        let (least, mut part) = starts.remove(first);
         if self.variant == Variant::Multilevel && caps.len() > 2 && !sub.adj.is_empty() {
-            self.k_way(&sub, &mut part, caps);
+            let before = part.clone();
+            self.k_way(sub, &mut part, caps);
+            if part != before {
+                starts.insert(0, (least, before));
+            }
+        }
+        let mut candidates = vec![part];
+        if !self.look_ahead || seeds < 2 || sub.adj.is_empty() {
+            return Ok(candidates);
+        }
+        // Splits that look ahead can tell apart starts of equal cut: the dearest try more.
+        if sub.adj.len() * 2 >= self.graph.adj.len() {
+            for seed in seeds + 1..=LOOK_AHEAD_SEEDS {
+                let part = self.start(sub, caps, seed)?;
+                starts.push((cut(sub, &part), part));
+            }
+        }
+        starts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let floor = starts.first().map_or(least, |s| s.0.min(least));
+        for (c, p) in starts {
+            if candidates.len() == LOOK_AHEAD_CANDIDATES {
+                break;
+            }
+            if c <= floor * (1.0 + LOOK_AHEAD_MARGIN) && !candidates.contains(&p) {
+                candidates.push(p);
+            }
+        }
+        Ok(candidates)
+    }
+
+    /// One start of a split of `sub` into parts of capacity `caps`, refined: by seed, Scotch's
+    /// partitioner (its own strategy and, in the multilevel variant, alternately its
+    /// multilevel k-way one, cheaper on irregular graphs, dearer on others) from that seed of
+    /// its generator, or between them a shuffled split. Where the ranks are fewer than the
+    /// slots, a part may take more than its share, up to its capacity (so a group of heavy
+    /// talkers is not cut to fill each child in proportion); where they fill the slots, every
+    /// part is its capacity.
+    fn start(
+        &mut self,
+        sub: &scotch::Graph,
+        caps: &[usize],
+        seed: i64,
+    ) -> Result<Vec<usize>, String> {
+        let n = sub.xadj.len().saturating_sub(1);
+        let total: usize = caps.iter().sum();
+        // Scotch's tolerance: a part may exceed its share by this ratio, which the slack
+        // allows (capacity / share - 1), between 1 % and 25 % in steps of 1 %.
+        let slack = (total as f64 / n as f64 - 1.0).clamp(0.01, 0.25);
+        let percent = (slack * 100.0).floor() as u32;
+        let weights: Vec<u32> = caps.iter().map(|&c| c as u32).collect();
+        let mut part = if sub.adj.is_empty() {
+            // Nothing to cut: any split within the capacities is as good.
+            Vec::new()
+        } else if seed % 2 == 0 {
+            shuffled(&shares(n, caps), seed as u64)
+        } else {
+            let method = match (seed % 4, self.variant) {
+                (3, Variant::Multilevel) => scotch::Method::KWay,
+                _ => scotch::Method::Scotch,
+            };
+            self.partitioner
+                .partition(sub, &weights, percent, seed, method)?
+        };
+        if part.len() != n {
+            part = in_order(&shares(n, caps));
+        }
+        within_capacity(sub, &mut part, caps);
+        if self.seeds > 1 {
+            pairwise(sub, &mut part, caps.len(), self.variant);
         }
         Ok(part)
     }
@@ -312,6 +454,16 @@ fn within_capacity(g: &scotch::Graph, part: &mut [usize], sizes: &[usize]) {
 const SEED_WORK: usize = 1 << 18;
 /// Most starts tried for one split.
 const MAX_SEEDS: usize = 6;
+/// Splits look ahead ([`Work::look_ahead`]) on graphs of at most this many ranks and arcs,
+/// where placing a split's candidates down to the slots costs a few milliseconds each.
+const LOOK_AHEAD_RANKS: usize = 256;
+const LOOK_AHEAD_ARCS: usize = 1 << 13;
+/// Starts tried by a split that looks ahead (where the graph is small enough for several).
+const LOOK_AHEAD_SEEDS: i64 = 48;
+/// A split looks ahead among the starts that cut at most this fraction more than the least.
+const LOOK_AHEAD_MARGIN: f64 = 0.0;
+/// Most candidates a split places to look ahead (its own choice among them).
+const LOOK_AHEAD_CANDIDATES: usize = 8;
 
 /// A split of the given part sizes in order: the first part's vertices first.
 fn in_order(sizes: &[usize]) -> Vec<usize> {
@@ -554,12 +706,119 @@ mod tests {
         assert_eq!(part, vec![0, 0, 0, 1, 1, 1]);
     }
 
+    /// The graph of `n` ranks with these edges (each once), and each rank's partners.
+    fn graph_of(n: usize, edges: &[(u32, u32, u32)]) -> (scotch::Graph, Vec<Vec<(u32, f64)>>) {
+        let mut near: Vec<Vec<(u32, f64)>> = vec![Vec::new(); n];
+        for &(a, b, w) in edges {
+            near[a as usize].push((b, f64::from(w)));
+            near[b as usize].push((a, f64::from(w)));
+        }
+        let mut g = scotch::Graph {
+            xadj: vec![0],
+            adj: Vec::new(),
+            weights: Vec::new(),
+        };
+        for list in &near {
+            for &(b, w) in list {
+                g.adj.push(b);
+                g.weights.push(w as u32);
+            }
+            g.xadj.push(g.adj.len() as u32);
+        }
+        (g, near)
+    }
+
+    #[test]
+    fn looking_ahead_keeps_the_split_that_places_cheaper_below() {
+        // Four pairs a = (0,1), b = (2,3), c = (4,5), d = (6,7), 10 within each pair, 1 between
+        // neighbours of the ring a-b-c-d-a; 2 nodes of 2 packages of 2 cores (links 40, 20, 10).
+        let (g, near) = graph_of(
+            8,
+            &[
+                (0, 1, 10),
+                (2, 3, 10),
+                (4, 5, 10),
+                (6, 7, 10),
+                (1, 2, 1),
+                (3, 4, 1),
+                (5, 6, 1),
+                (7, 0, 1),
+            ],
+        );
+        let coords: Vec<Vec<u32>> = (0..8).map(|s| vec![s / 4, (s / 2) % 2, s % 2]).collect();
+        let links = [40.0, 20.0, 10.0];
+        let children = crate::bisect::children(&coords, (0..8).collect(), 0);
+        // By hand. The split's choice (first) {a, c | b, d} cuts 4 between nodes: 4 x 40, each
+        // pair on a package (4 x 10 x 10), nothing between packages: 560. {a, b | c, d} cuts 2:
+        // 2 x 40 + the light pair inside each node across its packages (2 x 20) + 400 = 520.
+        let first = vec![0, 0, 1, 1, 0, 0, 1, 1];
+        let other = vec![0, 0, 0, 0, 1, 1, 1, 1];
+        let ranks: Vec<u32> = (0..8).collect();
+        let mut work = Work::new(&g, &near, &coords, &links, Variant::Flat, true);
+        work.look_ahead(&ranks, &children, 0, vec![first.clone()])
+            .unwrap();
+        assert_eq!(work.cost_among(&ranks), 560.0, "{:?}", work.out);
+        let mut work = Work::new(&g, &near, &coords, &links, Variant::Flat, true);
+        work.look_ahead(&ranks, &children, 0, vec![first, other])
+            .unwrap();
+        assert_eq!(work.cost_among(&ranks), 520.0, "{:?}", work.out);
+        let node = |r: usize| work.out[r] / 4;
+        assert!(
+            node(0) == node(2) && node(4) == node(6) && node(0) != node(4),
+            "{:?}",
+            work.out
+        );
+    }
+
+    proptest::proptest! {
+        // 64 cases: each places a graph four times, 48 starts at the top (14 s in a debug
+        // build with proptest's 256).
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Looking ahead never places dearer than the splits' own choices: each split's choice
+        /// is its first candidate, and the placements below are made the same way.
+        #[test]
+        fn looking_ahead_never_costs_more(
+            edges in proptest::collection::vec((0u32..24, 0u32..24, 1u32..40), 10..70),
+            ranks in 12usize..=24,
+        ) {
+            // One edge a pair (Scotch refuses a graph with two), volumes summed.
+            let mut pairs = std::collections::BTreeMap::new();
+            for (a, b, w) in edges {
+                if a != b && (a as usize) < ranks && (b as usize) < ranks {
+                    *pairs.entry((a.min(b), a.max(b))).or_insert(0) += w;
+                }
+            }
+            let edges: Vec<(u32, u32, u32)> = pairs.into_iter().map(|((a, b), w)| (a, b, w)).collect();
+            let (g, near) = graph_of(ranks, &edges);
+            // 2 nodes x 2 packages x 2 NUMA nodes x 3 cores: 24 slots.
+            let coords: Vec<Vec<u32>> = (0..24).map(|s| vec![s / 12, (s / 6) % 2, (s / 3) % 2, s % 3]).collect();
+            let links = [40.0, 20.0, 10.0, 1.0];
+            for variant in [Variant::Flat, Variant::Multilevel] {
+                let mut cost = [0.0; 2];
+                for (k, look) in [false, true].into_iter().enumerate() {
+                    let mut work = Work::new(&g, &near, &coords, &links, variant, look);
+                    work.place((0..ranks as u32).collect(), (0..24).collect(), 0).unwrap();
+                    cost[k] = work.cost_among(&(0..ranks as u32).collect::<Vec<_>>());
+                }
+                proptest::prop_assert!(cost[1] <= cost[0] + 1e-9, "{variant:?}: {cost:?}");
+            }
+        }
+    }
+
     #[test]
     fn three_children_take_three_contiguous_pieces() {
         // A path of 12 ranks on a vertex of 3 children of 4 slots, each of 2 slots: every child
         // gets one run of 4 ranks (a cut of 2, the least), each slot one rank.
         let coords: Vec<Vec<u32>> = (0..12).map(|s| vec![s / 4, (s % 4) / 2, s % 2]).collect();
-        let out = map(&path(12), &coords, Variant::Multilevel).unwrap();
+        let g = path(12);
+        let near: Vec<Vec<(u32, f64)>> = (0..12usize)
+            .map(|v| {
+                (g.xadj[v]..g.xadj[v + 1])
+                    .map(|e| (g.adj[e as usize], 1.0))
+                    .collect()
+            })
+            .collect();
+        let out = map(&g, &near, &coords, &[4.0, 2.0, 1.0], Variant::Multilevel).unwrap();
         let mut seen = out.clone();
         seen.sort_unstable();
         assert_eq!(seen, (0..12).collect::<Vec<_>>());

@@ -207,20 +207,24 @@ fn the_stencil_path_wins_on_a_large_2d_stencil() {
 
 #[test]
 fn small_plans_refine_candidates_well_above_the_cheapest() {
-    // 192 ranks of random traffic (4 partners each) on 8 nodes of 2 x 2 x 6 cores under one
-    // switch. The bisection is 2.2 % dearer than the cheapest candidate before refinement
-    // and the cheapest after it: with the 2 % margin of large plans it would not be refined
-    // and the plan would be the multilevel candidate's, dearer.
-    let m = Machine::synthetic("pack:2 numa:2 core:6 pu:1").unwrap();
-    let machines = vec![&m; 8];
-    let n = names(8);
+    // Clustered traffic (groups of 8) on 162 ranks of a partial allocation: 12 nodes of
+    // 2 x 2 x 6 cores under one switch, node i with its first 12 + (7 i mod 13) cores free (216).
+    // The multilevel candidate is the cheapest before refinement; the multisection is 25 %
+    // dearer and the cheapest after it: with the 2 % margin of large plans it would not be
+    // refined and the plan would be dearer.
+    let full = Machine::synthetic("pack:2 numa:2 core:6 pu:1").unwrap();
+    let owned: Vec<Machine> = (0..12u32)
+        .map(|i| full.restrict(&CpuList::from_cpus(0..12 + (7 * i) % 13)))
+        .collect();
+    let machines: Vec<&Machine> = owned.iter().collect();
+    let n = names(12);
     let net = Network::single_switch(&n);
     let system = System::new(machines.clone(), &n, &net, Distances::default()).unwrap();
     let paths: Vec<Vec<usize>> = n.iter().map(|x| net.path(x).unwrap()).collect();
-    let matrix = patterns::random_sparse(192, 4, 1);
+    let matrix = patterns::clustered(162, 8, 42);
     let plan = plan(&matrix, &system, &paths, Unit::Core, &guard_layouts()).unwrap();
-    check(&plan, &machines, 192, Unit::Core);
-    assert_eq!(refined_margin(192), REFINED_MARGIN_SMALL);
+    check(&plan, &machines, 162, Unit::Core);
+    assert_eq!(refined_margin(162), REFINED_MARGIN_SMALL);
     assert_eq!(refined_margin(SMALL_PLAN + 1), REFINED_MARGIN);
     let before = |c: &Candidate| *c.cost.as_ref().unwrap();
     let cheapest = plan

@@ -706,26 +706,14 @@ mod tests {
         assert_eq!(part, vec![0, 0, 0, 1, 1, 1]);
     }
 
-    /// The graph of `n` ranks with these edges (each once), and each rank's partners.
-    fn graph_of(n: usize, edges: &[(u32, u32, u32)]) -> (scotch::Graph, Vec<Vec<(u32, f64)>>) {
-        let mut near: Vec<Vec<(u32, f64)>> = vec![Vec::new(); n];
-        for &(a, b, w) in edges {
-            near[a as usize].push((b, f64::from(w)));
-            near[b as usize].push((a, f64::from(w)));
-        }
-        let mut g = scotch::Graph {
-            xadj: vec![0],
-            adj: Vec::new(),
-            weights: Vec::new(),
-        };
-        for list in &near {
-            for &(b, w) in list {
-                g.adj.push(b);
-                g.weights.push(w as u32);
-            }
-            g.xadj.push(g.adj.len() as u32);
-        }
-        (g, near)
+    /// The rank graph of `n` ranks with these entries (repeats added up), as the plan makes
+    /// it, and each rank's partners with their real volumes.
+    fn graph_of(n: u32, entries: &[(u32, u32, u32)]) -> (scotch::Graph, Vec<Vec<(u32, f64)>>) {
+        let matrix = crate::CommMatrix::from_entries(
+            n,
+            entries.iter().map(|&(a, b, w)| (a, b, f64::from(w))),
+        );
+        (crate::graph(&matrix), crate::neighbours(&matrix))
     }
 
     #[test]
@@ -781,15 +769,7 @@ mod tests {
             edges in proptest::collection::vec((0u32..24, 0u32..24, 1u32..40), 10..70),
             ranks in 12usize..=24,
         ) {
-            // One edge a pair (Scotch refuses a graph with two), volumes summed.
-            let mut pairs = std::collections::BTreeMap::new();
-            for (a, b, w) in edges {
-                if a != b && (a as usize) < ranks && (b as usize) < ranks {
-                    *pairs.entry((a.min(b), a.max(b))).or_insert(0) += w;
-                }
-            }
-            let edges: Vec<(u32, u32, u32)> = pairs.into_iter().map(|((a, b), w)| (a, b, w)).collect();
-            let (g, near) = graph_of(ranks, &edges);
+            let (g, near) = graph_of(ranks as u32, &edges);
             // 2 nodes x 2 packages x 2 NUMA nodes x 3 cores: 24 slots.
             let coords: Vec<Vec<u32>> = (0..24).map(|s| vec![s / 12, (s / 6) % 2, (s / 3) % 2, s % 3]).collect();
             let links = [40.0, 20.0, 10.0, 1.0];

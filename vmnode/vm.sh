@@ -30,8 +30,9 @@
 #                          about 60 s on an idle machine; a CI machine slower than ours took
 #                          more than 340 s beside the docker suites)
 #   LAMA_VM_TEST_TIMEOUT=S test: bound on tests/vm/run.sh (default 3300: the 24.11 guest's
-#                          tests took 664 s on an idle machine and up to 1,352 s beside the
-#                          docker suites; docs/testing.md gives the reasoning)
+#                          tests took 664 s on an idle machine, up to 1,352 s beside the
+#                          docker suites and about 2,000 s with a developer's builds beside
+#                          them too; docs/testing.md gives the reasoning)
 #   LAMA_VM_PORT=P         the first loopback port of the host tried for forwarding to the
 #                          guest's sshd (default 10022; the first free one from there is used)
 set -euo pipefail

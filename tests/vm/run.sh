@@ -643,9 +643,10 @@ t_mpi_hybrid_mpich() {
 
 # The layouts, bindings and MPI placements that only the plugin's engine decides (the same code
 # under both releases: Slurm gives the step the whole node either way) run on the 24.11 guest
-# only; the 26.05 guest runs what reads Slurm (its cgroup layout, its topology file, its rows)
-# and one layout of each kind. Halving the second guest's run keeps CI inside its time on a
-# slow machine (docs/testing.md).
+# only; the 26.05 guest runs what reads Slurm (its cgroup layout, its topology file, its
+# rows, the tasks srun gives the node: t_preview_is_srun) and one layout test,
+# t_layouts_core_binding: 19 tests instead of 29, which keeps CI inside its time on a slow
+# machine (docs/testing.md).
 engine_layouts=(t_aliases_as_open_mpi t_layouts_two_cores t_layouts_numa_binding t_layouts_package_binding
     t_die_level t_mppr t_order_sequential t_layouts_threads_and_more t_mpi_layouts_mpich t_mpi_hybrid_mpich)
 all_tests=(t_setup t_real_topology t_io_locality t_cgroup_v2 t_layouts_core_binding t_partial_allocation t_membind

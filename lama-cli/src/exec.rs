@@ -7,6 +7,7 @@
 
 use crate::Failure;
 use lama_engine::{Bind, CpuList, CpuUnit, Layout, Membind, Mppr, Order};
+use lama_planfile::NodePlan;
 use lama_slurm::launcher::Rank;
 use lama_slurm::node::{place_local, GpuOptions, Origin, StepCpus, StepRequest};
 use lama_slurm::node_env::{memory_binding, omp_threads, task_environment, verbose_line};
@@ -409,7 +410,6 @@ fn by_plan(
     cpus: &CpuList,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Prepared, String> {
-    let text = read_plan(file)?;
     let slurm = me.launcher == Some(lama_slurm::launcher::SLURM.name);
     // Plans name Slurm's nodes under srun; an MPI launcher's ranks inherit the
     // SLURMD_NODENAME of the job around it, so there the host name is the node's.
@@ -422,8 +422,14 @@ fn by_plan(
             .to_string(),
     };
     let cpu_bound = machine.pus().iter().map(|p| p.os + 1).max().unwrap_or(0);
-    let plan = lama_planfile::PlanFile::parse_for_node(&text, &node, cpu_bound)
-        .map_err(|e| format!("the plan {} is malformed: {e}", file.display()))?;
+    let query = lama_planfile::NodeQuery {
+        node: &node,
+        cpu_bound,
+        total: me.size,
+        most_here: me.local_size as usize,
+        wanted: &[me.rank],
+    };
+    let plan = read_plan(file, &query)?;
     let here = lama_slurm::node_plan::StepHere {
         node: &node,
         globals: &[me.rank],
@@ -458,21 +464,15 @@ fn by_plan(
     })
 }
 
-/// The plan's text, read as this rank's user, at most [`lama_planfile::MAX_PLAN_BYTES`].
-fn read_plan(file: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let max = lama_planfile::MAX_PLAN_BYTES as u64;
-    let mut text = String::new();
-    std::fs::File::open(file)
-        .and_then(|f| f.take(max + 1).read_to_string(&mut text))
+/// This node's view of the plan in `file`, read in pieces as this rank's user, in one pass
+/// and at most [`lama_planfile::max_plan_bytes`] of the launcher's rank count.
+fn read_plan(file: &Path, query: &lama_planfile::NodeQuery<'_>) -> Result<NodePlan, String> {
+    let max = lama_planfile::max_plan_bytes(query.total.unwrap_or(lama_planfile::MAX_PLAN_RANKS));
+    let f = std::fs::File::open(file)
         .map_err(|e| format!("cannot read the plan {}: {e}", file.display()))?;
-    if text.len() as u64 > max {
-        return Err(format!(
-            "the plan {} is over {max} bytes: lama plan writes none that large",
-            file.display()
-        ));
-    }
-    Ok(text)
+    let (plan, _) = lama_planfile::read_for_node(std::io::BufReader::new(f), query, max)
+        .map_err(|e| format!("the plan {}: {e}", file.display()))?;
+    Ok(plan)
 }
 
 #[cfg(test)]
@@ -596,7 +596,12 @@ mod tests {
         );
         // Four ranks in all, or CPUs outside this rank's cgroup: refused.
         let e = by_plan(&args, &file, &rank(1, 1, Some(4)), &m, &all, &no_env).unwrap_err();
-        assert!(e.starts_with("the plan is for 3 ranks"), "{e}");
+        assert!(
+            e.ends_with(
+                "line 2: the plan is for 3 ranks but the step has 4 tasks: launch with -n3"
+            ),
+            "{e}"
+        );
         let two = CpuList::parse("1-3").unwrap();
         let e = by_plan(&args, &file, &rank(1, 1, None), &m, &two, &no_env).unwrap_err();
         assert!(

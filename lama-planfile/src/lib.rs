@@ -19,8 +19,11 @@
 //! [`MAX_PLAN_BYTES`] (about two million ranks), is read from its file by each node, as the
 //! job's user, and must be the file srun read ([`digest`]). CPU lists are checked as ranges before anything is expanded: a rank
 //! binds at most [`MAX_RANK_CPUS`] CPUs, a plan [`MAX_PLAN_CPUS`] in all. A node applying a
-//! plan reads it with [`PlanFile::parse_for_node`], which expands only its own ranks and refuses
-//! a CPU beyond the node's before expanding it.
+//! plan reads it with [`PlanFile::parse_for_node`] (or [`read_for_node`], from a file in
+//! pieces), in one pass: it expands only its own ranks, refuses a CPU beyond the node's before
+//! expanding it, a rank count other than the step's at once and a rank beyond the node's task
+//! count at once, and keeps nothing whose size the plan's writer chooses. A node checks a plan
+//! file's size against [`max_plan_bytes`] of its step's count before reading it.
 
 #![deny(missing_docs)]
 
@@ -89,18 +92,17 @@ pub fn valid_node_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// A plan as one node reads it ([`PlanFile::parse_for_node`]): the rank count, the node of
-/// every rank, and only this node's ranks with their CPUs.
+/// A plan as one node reads it ([`PlanFile::parse_for_node`]): the rank count, this node's
+/// ranks with their CPUs, and where the ranks it asked about ([`NodeQuery::wanted`]) run when
+/// that is another node. What it keeps grows with the node's ranks, never with the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePlan {
     /// Ranks in the whole plan (`ranks N`).
     pub total: u32,
     /// This node's ranks, ascending: the global rank and where it runs.
     pub here: Vec<(u32, PlannedRank)>,
-    /// The distinct node names, in order of first appearance.
-    names: Vec<String>,
-    /// For each rank, its node's index in `names`.
-    node_of: Vec<u32>,
+    /// The asked-about ranks the plan puts on other nodes, ascending, with their node.
+    elsewhere: Vec<(u32, String)>,
 }
 
 impl NodePlan {
@@ -112,60 +114,85 @@ impl NodePlan {
             .map(|i| &self.here[i].1)
     }
 
-    /// The node global rank `rank` is planned on (any node's rank).
+    /// The node global rank `rank` is planned on: known for this node's ranks and for the
+    /// ranks the node asked about ([`NodeQuery::wanted`]).
     pub fn node_of(&self, rank: u32) -> Option<&str> {
-        let i = *self.node_of.get(rank as usize)?;
-        self.names.get(i as usize).map(String::as_str)
+        if let Some(r) = self.rank(rank) {
+            return Some(&r.node);
+        }
+        self.elsewhere
+            .binary_search_by_key(&rank, |(r, _)| *r)
+            .ok()
+            .map(|i| self.elsewhere[i].1.as_str())
     }
 }
 
-/// Which ranks' CPUs a parse expands: every rank's, or one node's with its CPU bound.
-#[derive(Clone, Copy)]
-enum Select<'a> {
-    All,
-    Node { name: &'a str, cpu_bound: u32 },
+/// What one node asks of a plan ([`PlanFile::parse_for_node`]): every bound is the step's,
+/// known before the plan is read, so that reading a plan costs what the step is, not what
+/// the plan's writer made it.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeQuery<'a> {
+    /// The node's name as the plan writes it.
+    pub node: &'a str,
+    /// The node's largest CPU number + 1 (from its topology): a CPU of this node's at or
+    /// above it is refused before anything is expanded.
+    pub cpu_bound: u32,
+    /// The step's rank count where it is known: a plan for another count is refused at its
+    /// `ranks` line, before any rank line is read.
+    pub total: Option<u32>,
+    /// The most ranks the step runs on this node: a plan that puts more here is refused at
+    /// the first rank over.
+    pub most_here: usize,
+    /// The global ranks started on this node (any order): for each that the plan puts on
+    /// another node, that node is kept (for the error that says so).
+    pub wanted: &'a [u32],
 }
 
-/// What a parse gives: every rank (`Select::All`) or one node's view.
+/// Longest line of a plan (a rank bound to 16,384 CPUs none of which are neighbours is
+/// about 100 KB); a longer one is refused before it is parsed.
+pub const MAX_LINE_BYTES: usize = 128 << 10;
+
+/// The room a plan has per rank on average ([`max_plan_bytes`]): 100 times what `lama plan`
+/// writes for a rank on a node of a few hundred CPUs.
+pub const MAX_BYTES_PER_RANK: usize = 4 << 10;
+
+/// The largest plan accepted for a step of `ranks` ranks: one longest line, then
+/// [`MAX_BYTES_PER_RANK`] a rank, and never more than [`MAX_PLAN_BYTES`]. A node checks a
+/// plan file's size against its step's count before reading it, so that a small step never
+/// reads a large file.
+pub fn max_plan_bytes(ranks: u32) -> usize {
+    (MAX_LINE_BYTES + ranks as usize * MAX_BYTES_PER_RANK).min(MAX_PLAN_BYTES)
+}
+
+/// What a parse gives: every rank (no query) or one node's view.
 struct Parsed {
     total: u32,
     expanded: Vec<(u32, PlannedRank)>,
-    names: Vec<String>,
-    node_of: Vec<u32>,
+    elsewhere: Vec<(u32, String)>,
 }
 
 impl PlanFile {
     /// Parses a plan, every rank's CPUs expanded. CPU lists are checked before they are
     /// expanded: at most [`MAX_RANK_CPUS`] CPUs per rank and [`MAX_PLAN_CPUS`] in all.
     pub fn parse(text: &str) -> Result<PlanFile, PlanFileError> {
-        let parsed = parse(text, Select::All)?;
+        let parsed = parse(text, None)?;
         Ok(PlanFile {
             ranks: parsed.expanded.into_iter().map(|(_, r)| r).collect(),
         })
     }
 
-    /// Parses a plan as node `node` (the node's name as the plan writes it) reads it: the
-    /// header and every line are checked as by [`PlanFile::parse`], but only `node`'s ranks
-    /// have their CPUs expanded, and a CPU of `node`'s numbered `cpu_bound` or above (the
-    /// node's largest CPU number + 1, from its topology) is refused before anything is
-    /// expanded. Memory is bounded by the text's length and `cpu_bound`.
-    pub fn parse_for_node(
-        text: &str,
-        node: &str,
-        cpu_bound: u32,
-    ) -> Result<NodePlan, PlanFileError> {
-        let parsed = parse(
-            text,
-            Select::Node {
-                name: node,
-                cpu_bound,
-            },
-        )?;
+    /// Parses a plan as one node reads it: the header and every line are checked as by
+    /// [`PlanFile::parse`], in one pass and in time linear in the text, but only the
+    /// query's node's ranks have their CPUs expanded, a CPU of that node's numbered
+    /// `cpu_bound` or above is refused before anything is expanded, a rank count other than
+    /// the step's is refused at once, and so is a rank beyond the node's `most_here`.
+    /// Memory is bounded by the query, not by the text.
+    pub fn parse_for_node(text: &str, query: &NodeQuery<'_>) -> Result<NodePlan, PlanFileError> {
+        let parsed = parse(text, Some(query))?;
         Ok(NodePlan {
             total: parsed.total,
             here: parsed.expanded,
-            names: parsed.names,
-            node_of: parsed.node_of,
+            elsewhere: parsed.elsewhere,
         })
     }
 
@@ -199,14 +226,94 @@ impl PlanFile {
 /// owns the file and the job) but against a file changed or replaced between srun reading it
 /// and a node reading it.
 pub fn digest(text: &[u8]) -> String {
-    use std::hash::Hasher;
-    let mut h = fnv::FnvHasher::default();
-    h.write(text);
-    format!("{}:{:016x}", text.len(), h.finish())
+    let mut d = Digest::default();
+    d.write(text);
+    d.finish()
 }
 
-/// The plan's statements, checked; the CPUs of the ranks `select` names expanded.
-fn parse(text: &str, select: Select<'_>) -> Result<Parsed, PlanFileError> {
+/// [`digest`] taken piece by piece, for a text read in pieces.
+#[derive(Default)]
+pub struct Digest {
+    len: usize,
+    hash: fnv::FnvHasher,
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Digest({})", self.finish())
+    }
+}
+
+impl Digest {
+    /// The next piece of the text.
+    pub fn write(&mut self, piece: &[u8]) {
+        use std::hash::Hasher;
+        self.len += piece.len();
+        self.hash.write(piece);
+    }
+
+    /// The digest of the pieces so far, as [`digest`] writes it.
+    pub fn finish(&self) -> String {
+        use std::hash::Hasher;
+        format!("{}:{:016x}", self.len, self.hash.finish())
+    }
+}
+
+/// Reads a plan in pieces from `reader` as one node reads it ([`PlanFile::parse_for_node`]),
+/// never holding the text whole: a line at a time (at most [`MAX_LINE_BYTES`]), at most
+/// `max_bytes` in all. Returns the node's plan and the whole text's [`digest`], for the
+/// caller to compare with the one it was given.
+pub fn read_for_node(
+    mut reader: impl std::io::BufRead,
+    query: &NodeQuery<'_>,
+    max_bytes: usize,
+) -> Result<(NodePlan, String), PlanFileError> {
+    use std::io::{BufRead, Read};
+    let mut parser = Parser::new(Some(query));
+    let mut digest = Digest::default();
+    let mut line = Vec::new();
+    for n in 1.. {
+        line.clear();
+        // A line over the bound is read no further: the parser refuses it by its length.
+        let got = (&mut reader)
+            .take(MAX_LINE_BYTES as u64 + 2)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| err(n, format!("cannot read the plan: {e}")))?;
+        if got == 0 {
+            break;
+        }
+        digest.write(&line);
+        if digest.len > max_bytes {
+            return Err(err(
+                n,
+                format!("the plan is longer than {max_bytes} bytes, the most accepted here"),
+            ));
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        let text = std::str::from_utf8(text).map_err(|_| err(n, "the line is not UTF-8 text"))?;
+        parser.line(n, text)?;
+    }
+    let parsed = parser.finish()?;
+    let plan = NodePlan {
+        total: parsed.total,
+        here: parsed.expanded,
+        elsewhere: parsed.elsewhere,
+    };
+    Ok((plan, digest.finish()))
+}
+
+/// User text quoted in a message: at most 60 characters of it.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(57) {
+        Some((at, _)) if text.len() > 60 => format!("{}...", &text[..at]),
+        _ => text.to_string(),
+    }
+}
+
+/// The plan's statements, checked; the CPUs of every rank (no query) or of the query's
+/// node's ranks expanded.
+fn parse(text: &str, query: Option<&NodeQuery<'_>>) -> Result<Parsed, PlanFileError> {
     if text.len() > MAX_PLAN_BYTES {
         return Err(err(
             0,
@@ -216,101 +323,218 @@ fn parse(text: &str, select: Select<'_>) -> Result<Parsed, PlanFileError> {
             ),
         ));
     }
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
-    let (n, header) = lines
-        .next()
-        .ok_or_else(|| err(0, "the plan is empty; expected 'lama-plan 1'"))?;
-    if header != "lama-plan 1" {
-        return Err(err(
-            n,
-            format!("expected 'lama-plan 1' (a plan written by `lama plan`), found '{header}'"),
-        ));
+    let mut parser = Parser::new(query);
+    for (i, line) in text.lines().enumerate() {
+        parser.line(i + 1, line)?;
     }
-    let (n, count) = lines
-        .next()
-        .ok_or_else(|| err(n, "expected 'ranks N' after the header"))?;
-    let total: u32 = count
-        .strip_prefix("ranks ")
-        .and_then(|c| c.trim().parse().ok())
-        .filter(|&c| (1..=MAX_PLAN_RANKS).contains(&c))
-        .ok_or_else(|| {
-            err(
-                n,
-                format!("expected 'ranks N' with N from 1 to {MAX_PLAN_RANKS}, found '{count}'"),
-            )
-        })?;
-    let mut parsed = Parsed {
-        total,
-        expanded: Vec::new(),
-        names: Vec::new(),
-        node_of: Vec::new(),
-    };
-    let mut all_cpus: u64 = 0;
-    for (n, line) in lines {
-        let expected = parsed.node_of.len();
-        if expected == total as usize {
+    parser.finish()
+}
+
+/// Where a [`Parser`] is in the plan.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Header,
+    Count,
+    Ranks,
+}
+
+/// A plan read a line at a time, in one pass, for a text in memory ([`PlanFile::parse`]) or
+/// read in pieces ([`PlanReader`]).
+struct Parser<'q> {
+    query: Option<&'q NodeQuery<'q>>,
+    /// The query's wanted ranks, ascending, and how many of them are behind the current rank.
+    wanted: Vec<u32>,
+    wanted_at: usize,
+    stage: Stage,
+    total: u32,
+    /// The next rank line's rank.
+    next: u32,
+    all_cpus: u64,
+    last_line: usize,
+    expanded: Vec<(u32, PlannedRank)>,
+    elsewhere: Vec<(u32, String)>,
+}
+
+/// The fields of one rank line, checked.
+struct RankLine<'t> {
+    node: &'t str,
+    pu: u32,
+    cpus: &'t str,
+    list: Vec<(u32, u32)>,
+}
+
+impl<'q> Parser<'q> {
+    fn new(query: Option<&'q NodeQuery<'q>>) -> Self {
+        let mut wanted = query.map(|q| q.wanted.to_vec()).unwrap_or_default();
+        wanted.sort_unstable();
+        wanted.dedup();
+        Parser {
+            query,
+            wanted,
+            wanted_at: 0,
+            stage: Stage::Header,
+            total: 0,
+            next: 0,
+            all_cpus: 0,
+            last_line: 0,
+            expanded: Vec::new(),
+            elsewhere: Vec::new(),
+        }
+    }
+
+    /// Line `n` (from 1) of the text, without its line break.
+    fn line(&mut self, n: usize, raw: &str) -> Result<(), PlanFileError> {
+        self.last_line = n;
+        if raw.len() > MAX_LINE_BYTES {
             return Err(err(
                 n,
-                format!("more rank lines than 'ranks {total}' announced"),
+                format!(
+                    "the line is {} bytes; a plan's lines are at most {MAX_LINE_BYTES}",
+                    raw.len()
+                ),
             ));
         }
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [kw, rank, node, pu_kw, pu, cpus_kw, cpus] = fields[..] else {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return Ok(());
+        }
+        match self.stage {
+            Stage::Header if line == "lama-plan 1" => self.stage = Stage::Count,
+            Stage::Header => {
+                return Err(err(
+                    n,
+                    format!(
+                        "expected 'lama-plan 1' (a plan written by `lama plan`), found '{}'",
+                        shown(line)
+                    ),
+                ))
+            }
+            Stage::Count => {
+                self.total = self.count(n, line)?;
+                self.stage = Stage::Ranks;
+            }
+            Stage::Ranks => self.rank(n, line)?,
+        }
+        Ok(())
+    }
+
+    /// The `ranks N` line: N, which must be the step's count where the query knows it.
+    fn count(&self, n: usize, line: &str) -> Result<u32, PlanFileError> {
+        let total: u32 = line
+            .strip_prefix("ranks ")
+            .and_then(|c| c.trim().parse().ok())
+            .filter(|&c| (1..=MAX_PLAN_RANKS).contains(&c))
+            .ok_or_else(|| {
+                err(
+                    n,
+                    format!(
+                        "expected 'ranks N' with N from 1 to {MAX_PLAN_RANKS}, found '{}'",
+                        shown(line)
+                    ),
+                )
+            })?;
+        match self.query.and_then(|q| q.total) {
+            Some(step) if step != total => Err(err(
+                n,
+                format!(
+                    "the plan is for {total} ranks but the step has {step} tasks: launch with \
+                     -n{total}"
+                ),
+            )),
+            _ => Ok(total),
+        }
+    }
+
+    /// A `rank` line: checked, expanded where it is the query's node's, its node kept where
+    /// the query asked about it.
+    fn rank(&mut self, n: usize, line: &str) -> Result<(), PlanFileError> {
+        let expected = self.next;
+        if expected == self.total {
             return Err(err(
                 n,
-                format!("expected 'rank {expected} NODE pu P cpus LIST', found '{line}'"),
-            ));
-        };
-        if kw != "rank" || pu_kw != "pu" || cpus_kw != "cpus" {
-            return Err(err(
-                n,
-                format!("expected 'rank {expected} NODE pu P cpus LIST', found '{line}'"),
+                format!("more rank lines than 'ranks {}' announced", self.total),
             ));
         }
-        if rank.parse::<usize>().ok() != Some(expected) {
-            return Err(err(
-                n,
-                format!("expected rank {expected} (ranks in order from 0), found '{rank}'"),
-            ));
-        }
-        if !valid_node_name(node) {
-            return Err(err(
-                n,
-                format!("'{node}' is not a node name (letters, digits, '.', '_', '-')"),
-            ));
-        }
-        let pu: u32 = pu
-            .parse()
-            .map_err(|_| err(n, format!("'{pu}' is not a PU number")))?;
-        // Checked as ranges: nothing is expanded before it is known to be small enough.
-        let list = CpuList::ranges(cpus).map_err(|e| err(n, e.to_string()))?;
-        // This node's CPUs first: a CPU it does not have is the clearer reason.
-        let expand = match select {
-            Select::All => true,
-            Select::Node { name, cpu_bound } if name == node => {
-                let last = list.iter().map(|&(_, b)| b).max().unwrap_or(0);
-                if last >= cpu_bound {
-                    let has = match cpu_bound {
-                        0 => "no CPUs".to_string(),
-                        b => format!("CPUs 0 to {} only", b - 1),
-                    };
-                    return Err(err(
-                        n,
-                        format!(
-                            "rank {expected} is bound to CPU {last} but {node} has {has} \
-                             (CPUs {cpus})"
-                        ),
-                    ));
-                }
+        let r = rank_line(n, line, expected)?;
+        let mine = match self.query {
+            None => true,
+            Some(q) if q.node == r.node => {
+                self.check_here(n, expected, &r, q)?;
                 true
             }
-            Select::Node { .. } => false,
+            Some(_) => false,
         };
-        let count: u64 = list.iter().map(|&(a, b)| u64::from(b - a) + 1).sum();
+        self.count_cpus(n, expected, &r)?;
+        if mine {
+            self.expanded.push((
+                expected,
+                PlannedRank {
+                    node: r.node.to_string(),
+                    pu: r.pu,
+                    cpus: CpuList::from_cpus(r.list.iter().flat_map(|&(a, b)| a..=b)),
+                },
+            ));
+        } else {
+            while self
+                .wanted
+                .get(self.wanted_at)
+                .is_some_and(|&w| w < expected)
+            {
+                self.wanted_at += 1;
+            }
+            if self.wanted.get(self.wanted_at) == Some(&expected) {
+                self.elsewhere.push((expected, r.node.to_string()));
+            }
+        }
+        self.next += 1;
+        Ok(())
+    }
+
+    /// A rank of the query's node: one more than the node runs, or a CPU it does not have, is
+    /// refused before anything is expanded.
+    fn check_here(
+        &self,
+        n: usize,
+        expected: u32,
+        r: &RankLine<'_>,
+        q: &NodeQuery<'_>,
+    ) -> Result<(), PlanFileError> {
+        if self.expanded.len() == q.most_here {
+            return Err(err(
+                n,
+                format!(
+                    "the plan puts more than {} rank(s) on {}, where the step runs {} (rank \
+                     {expected} is one more)",
+                    q.most_here, r.node, q.most_here
+                ),
+            ));
+        }
+        let last = r.list.iter().map(|&(_, b)| b).max().unwrap_or(0);
+        if last >= q.cpu_bound {
+            let has = match q.cpu_bound {
+                0 => "no CPUs".to_string(),
+                b => format!("CPUs 0 to {} only", b - 1),
+            };
+            return Err(err(
+                n,
+                format!(
+                    "rank {expected} is bound to CPU {last} but {} has {has} (CPUs {})",
+                    r.node,
+                    shown(r.cpus)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The rank's CPU count against the bounds per rank and per plan.
+    fn count_cpus(
+        &mut self,
+        n: usize,
+        expected: u32,
+        r: &RankLine<'_>,
+    ) -> Result<(), PlanFileError> {
+        let count: u64 = r.list.iter().map(|&(a, b)| u64::from(b - a) + 1).sum();
         if count > MAX_RANK_CPUS {
             return Err(err(
                 n,
@@ -320,56 +544,119 @@ fn parse(text: &str, select: Select<'_>) -> Result<Parsed, PlanFileError> {
                 ),
             ));
         }
-        all_cpus += count;
-        if all_cpus > MAX_PLAN_CPUS {
+        self.all_cpus += count;
+        if self.all_cpus > MAX_PLAN_CPUS {
             return Err(err(
                 n,
                 format!(
-                    "the ranks up to {expected} are bound to {all_cpus} CPUs in all; at most \
-                     {MAX_PLAN_CPUS} are accepted"
+                    "the ranks up to {expected} are bound to {} CPUs in all; at most \
+                     {MAX_PLAN_CPUS} are accepted",
+                    self.all_cpus
                 ),
             ));
         }
-        if !list.iter().any(|&(a, b)| (a..=b).contains(&pu)) {
-            return Err(err(
-                n,
-                format!("the binding {cpus} does not contain the mapped PU {pu}"),
-            ));
-        }
-        if expand {
-            parsed.expanded.push((
-                expected as u32,
-                PlannedRank {
-                    node: node.to_string(),
-                    pu,
-                    cpus: CpuList::from_cpus(list.iter().flat_map(|&(a, b)| a..=b)),
-                },
-            ));
-        }
-        if let Select::Node { .. } = select {
-            let index = match parsed.names.iter().rposition(|m| m == node) {
-                Some(i) => i,
-                None => {
-                    parsed.names.push(node.to_string());
-                    parsed.names.len() - 1
-                }
-            };
-            parsed.node_of.push(index as u32);
-        } else {
-            // Every rank is expanded: `node_of` only counts the lines.
-            parsed.node_of.push(0);
-        }
+        Ok(())
     }
-    if parsed.node_of.len() != total as usize {
-        return Err(err(
-            text.lines().count(),
+
+    /// The end of the text: every announced rank must have come.
+    fn finish(self) -> Result<Parsed, PlanFileError> {
+        match self.stage {
+            Stage::Header => return Err(err(0, "the plan is empty; expected 'lama-plan 1'")),
+            Stage::Count => return Err(err(self.last_line, "expected 'ranks N' after the header")),
+            Stage::Ranks if self.next != self.total => {
+                return Err(err(
+                    self.last_line,
+                    format!(
+                        "'ranks {}' announced but {} rank line(s) follow",
+                        self.total, self.next
+                    ),
+                ))
+            }
+            Stage::Ranks => {}
+        }
+        Ok(Parsed {
+            total: self.total,
+            expanded: self.expanded,
+            elsewhere: self.elsewhere,
+        })
+    }
+}
+
+/// The fields of `rank R NODE pu P cpus LIST`, each checked, the list as ranges (nothing is
+/// expanded yet).
+fn rank_line(n: usize, line: &str, expected: u32) -> Result<RankLine<'_>, PlanFileError> {
+    let shape = || {
+        err(
+            n,
             format!(
-                "'ranks {total}' announced but {} rank line(s) follow",
-                parsed.node_of.len()
+                "expected 'rank {expected} NODE pu P cpus LIST', found '{}'",
+                shown(line)
+            ),
+        )
+    };
+    let mut f = line.split_whitespace();
+    let (Some(kw), Some(rank), Some(node), Some(pu_kw), Some(pu), Some(cpus_kw), Some(cpus), None) = (
+        f.next(),
+        f.next(),
+        f.next(),
+        f.next(),
+        f.next(),
+        f.next(),
+        f.next(),
+        f.next(),
+    ) else {
+        return Err(shape());
+    };
+    if kw != "rank" || pu_kw != "pu" || cpus_kw != "cpus" {
+        return Err(shape());
+    }
+    if rank.parse::<u32>().ok() != Some(expected) {
+        return Err(err(
+            n,
+            format!(
+                "expected rank {expected} (ranks in order from 0), found '{}'",
+                shown(rank)
             ),
         ));
     }
-    Ok(parsed)
+    if !valid_node_name(node) {
+        return Err(err(
+            n,
+            format!(
+                "'{}' is not a node name (letters, digits, '.', '_', '-')",
+                shown(node)
+            ),
+        ));
+    }
+    let pu: u32 = pu
+        .parse()
+        .map_err(|_| err(n, format!("'{}' is not a PU number", shown(pu))))?;
+    // Checked as ranges: nothing is expanded before it is known to be small enough.
+    let list = CpuList::ranges(cpus).map_err(|e| {
+        err(
+            n,
+            format!(
+                "invalid CPU list '{}': {} (expected a list like 0-3,8,10-11)",
+                shown(cpus),
+                shown(&e.reason)
+            ),
+        )
+    })?;
+    if !list.iter().any(|&(a, b)| (a..=b).contains(&pu)) {
+        return Err(err(
+            n,
+            format!(
+                "the binding {} does not contain the mapped PU {pu}",
+                shown(cpus)
+            ),
+        ));
+    }
+    Ok(RankLine {
+        node,
+        pu,
+        cpus,
+        list,
+    })
 }
 
 impl fmt::Display for PlanFile {
@@ -391,6 +678,18 @@ mod tests {
     use proptest::prelude::*;
 
     const GOOD: &str = "# two ranks\nlama-plan 1\nranks 2\n\nrank 0 node1 pu 0 cpus 0\nrank 1 node2 pu 4 cpus 4-5\n";
+
+    /// Node `node`'s view with CPUs below `cpu_bound`, no step count, any number of ranks.
+    fn for_node(text: &str, node: &str, cpu_bound: u32) -> Result<NodePlan, PlanFileError> {
+        let q = NodeQuery {
+            node,
+            cpu_bound,
+            total: None,
+            most_here: usize::MAX,
+            wanted: &[0, 1, 2],
+        };
+        PlanFile::parse_for_node(text, &q)
+    }
 
     #[test]
     fn round_trip() {
@@ -497,7 +796,7 @@ mod tests {
 
     #[test]
     fn one_node_expands_its_own_lines_only() {
-        let p = PlanFile::parse_for_node(GOOD, "node2", 8).unwrap();
+        let p = for_node(GOOD, "node2", 8).unwrap();
         assert_eq!(p.total, 2);
         assert_eq!(
             p.here,
@@ -516,17 +815,17 @@ mod tests {
         assert_eq!(p.node_of(1), Some("node2"));
         assert_eq!(p.node_of(2), None);
         // A node without ranks in the plan.
-        let p = PlanFile::parse_for_node(GOOD, "node3", 8).unwrap();
+        let p = for_node(GOOD, "node3", 8).unwrap();
         assert!(p.here.is_empty() && p.total == 2);
         // A CPU beyond this node's is refused; other nodes' CPUs are theirs to check.
-        let e = PlanFile::parse_for_node(GOOD, "node2", 5).unwrap_err();
+        let e = for_node(GOOD, "node2", 5).unwrap_err();
         assert_eq!(e.line, 6, "{e}");
         assert!(
             e.message
                 .contains("rank 1 is bound to CPU 5 but node2 has CPUs 0 to 4 only (CPUs 4-5)"),
             "{e}"
         );
-        PlanFile::parse_for_node(GOOD, "node1", 1).unwrap();
+        for_node(GOOD, "node1", 1).unwrap();
         // The header and the rank count are still checked.
         for (text, why) in [
             ("lama-plan 2\n", "expected 'lama-plan 1'"),
@@ -543,7 +842,7 @@ mod tests {
                 "does not contain",
             ),
         ] {
-            let e = PlanFile::parse_for_node(text, "n", 4).unwrap_err();
+            let e = for_node(text, "n", 4).unwrap_err();
             assert!(e.message.contains(why), "{text:?}: {e}");
         }
     }
@@ -551,7 +850,7 @@ mod tests {
     #[test]
     fn one_node_refuses_huge_ranges_without_expanding_them() {
         let text = huge_ranges().replace(" n1 ", " n2 ");
-        let e = PlanFile::parse_for_node(&text, "n2", 64).unwrap_err();
+        let e = for_node(&text, "n2", 64).unwrap_err();
         assert_eq!(e.line, 3, "{e}");
         assert!(
             e.message
@@ -559,7 +858,7 @@ mod tests {
             "{e}"
         );
         // Another node's huge lines are refused by the same limits as the whole file's.
-        let e = PlanFile::parse_for_node(&text, "n1", 64).unwrap_err();
+        let e = for_node(&text, "n1", 64).unwrap_err();
         assert!(e.message.contains("at most 16384 are accepted"), "{e}");
     }
 
@@ -590,11 +889,181 @@ mod tests {
         assert!(over.to_string().len() > MAX_INLINE_PLAN_BYTES);
     }
 
+    /// A plan of `ranks` ranks, rank r on node `name(r)`, each on CPU 0.
+    fn plan_of(ranks: u32, name: impl Fn(u32) -> String) -> String {
+        let mut text = format!("lama-plan 1\nranks {ranks}\n");
+        for r in 0..ranks {
+            text += &format!("rank {r} {} pu 0 cpus 0\n", name(r));
+        }
+        text
+    }
+
+    #[test]
+    fn a_node_refuses_another_step_count_before_any_rank_line() {
+        // The rank lines are never looked at: the count is wrong at line 3.
+        let text = "# x\nlama-plan 1\nranks 2000000\nnot a rank line\n";
+        let q = NodeQuery {
+            node: "n1",
+            cpu_bound: 4,
+            total: Some(2),
+            most_here: 2,
+            wanted: &[0, 1],
+        };
+        let e = PlanFile::parse_for_node(text, &q).unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(
+            e.message
+                .contains("the plan is for 2000000 ranks but the step has 2 tasks"),
+            "{e}"
+        );
+        // Without the step's count, the same text fails at its rank line.
+        assert_eq!(for_node(text, "n1", 4).unwrap_err().line, 4);
+    }
+
+    #[test]
+    fn a_node_refuses_more_ranks_than_it_runs_at_the_first_one_over() {
+        let text = plan_of(1000, |_| "n1".into());
+        let q = NodeQuery {
+            node: "n1",
+            cpu_bound: 4,
+            total: Some(1000),
+            most_here: 2,
+            wanted: &[0, 1],
+        };
+        let e = PlanFile::parse_for_node(&text, &q).unwrap_err();
+        // Rank 2 is the third on n1, on line 5 (two header lines first).
+        assert_eq!(e.line, 5, "{e}");
+        assert!(
+            e.message
+                .contains("the plan puts more than 2 rank(s) on n1, where the step runs 2 (rank 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_node_keeps_only_its_ranks_and_the_nodes_of_the_ranks_it_asked_about() {
+        // Every rank on a node of its own: the node keeps its one rank and the two others
+        // it asked about, whatever the plan's length.
+        let text = plan_of(5000, |r| format!("n{r}"));
+        let q = NodeQuery {
+            node: "n10",
+            cpu_bound: 4,
+            total: Some(5000),
+            most_here: 3,
+            wanted: &[11, 10, 4999],
+        };
+        let p = PlanFile::parse_for_node(&text, &q).unwrap();
+        assert_eq!(p.here.len(), 1);
+        assert_eq!(p.elsewhere, [(11, "n11".into()), (4999, "n4999".into())]);
+        assert_eq!(p.node_of(10), Some("n10"));
+        assert_eq!(p.node_of(4999), Some("n4999"));
+        assert_eq!(p.node_of(12), None, "not asked about: not kept");
+    }
+
+    /// Quadratic before (each line's node looked up among every name seen): 40,000 distinct
+    /// names took 9.5 s in a release build, and 200,000 would take minutes. Linear now.
+    #[test]
+    fn distinct_node_names_are_read_in_linear_time() {
+        let ranks = 200_000;
+        let text = plan_of(ranks, |r| format!("node{r}"));
+        let q = NodeQuery {
+            node: "node7",
+            cpu_bound: 4,
+            total: Some(ranks),
+            most_here: 1,
+            wanted: &[7],
+        };
+        let t = std::time::Instant::now();
+        let p = PlanFile::parse_for_node(&text, &q).unwrap();
+        assert_eq!((p.total, p.here.len()), (ranks, 1));
+        let (again, d) = read_for_node(text.as_bytes(), &q, MAX_PLAN_BYTES).unwrap();
+        assert_eq!((again, d), (p, digest(text.as_bytes())));
+        // Both passes, in a debug build on a loaded machine, well under what quadratic takes.
+        assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn reading_in_pieces_is_parsing_the_whole() {
+        for text in [
+            GOOD,
+            "lama-plan 1\r\nranks 1\r\nrank 0 node2 pu 1 cpus 0-1\r\n",
+        ] {
+            let q = NodeQuery {
+                node: "node2",
+                cpu_bound: 8,
+                total: None,
+                most_here: 4,
+                wanted: &[0],
+            };
+            let whole = PlanFile::parse_for_node(text, &q).unwrap();
+            let (read, d) = read_for_node(text.as_bytes(), &q, text.len()).unwrap();
+            assert_eq!(read, whole);
+            assert_eq!(d, digest(text.as_bytes()));
+            // One byte over what the step allows.
+            let e = read_for_node(text.as_bytes(), &q, text.len() - 1).unwrap_err();
+            assert!(e.message.contains("longer than"), "{e}");
+        }
+        let q = NodeQuery {
+            node: "n",
+            cpu_bound: 8,
+            total: None,
+            most_here: 4,
+            wanted: &[],
+        };
+        // A line longer than any plan's is not read whole, and the message quotes little.
+        let long = format!(
+            "lama-plan 1\nranks 1\nrank 0 n pu 0 cpus {}\n",
+            "0,".repeat(1 << 20)
+        );
+        let e = read_for_node(long.as_bytes(), &q, MAX_PLAN_BYTES).unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("a plan's lines are at most"), "{e}");
+        let e = read_for_node(
+            &b"lama-plan 1\nranks 1\nrank 0 n pu 0 cpus \xff\n"[..],
+            &q,
+            100,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("not UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn messages_quote_at_most_a_little_of_the_line() {
+        let bad = format!(
+            "lama-plan 1\nranks 1\nrank 0 n pu 0 cpus 0,{}x\n",
+            "1,".repeat(30_000)
+        );
+        let e = PlanFile::parse(&bad).unwrap_err();
+        assert!(e.message.contains("invalid CPU list"), "{e}");
+        assert!(e.to_string().len() < 300, "{} bytes", e.to_string().len());
+        let bad = format!(
+            "lama-plan 1\nranks 1\nrank 0 {} pu 0 cpus 0\n",
+            "n".repeat(50_000)
+        );
+        assert!(PlanFile::parse(&bad).unwrap_err().to_string().len() < 300);
+    }
+
+    #[test]
+    fn a_step_bounds_its_plan_size() {
+        assert_eq!(max_plan_bytes(2), MAX_LINE_BYTES + 2 * MAX_BYTES_PER_RANK);
+        assert_eq!(max_plan_bytes(MAX_PLAN_RANKS), MAX_PLAN_BYTES);
+        // What `lama plan` writes for the largest plan fits its step's bound.
+        let rank = |i: u32| PlannedRank {
+            node: format!("node{:05}", i / 128),
+            pu: i % 128,
+            cpus: CpuList::from_cpus([i % 128, i % 128 + 128]),
+        };
+        let plan = PlanFile {
+            ranks: (0..20_000).map(rank).collect(),
+        };
+        assert!(plan.to_string().len() <= max_plan_bytes(20_000));
+    }
+
     proptest! {
         #[test]
         fn parser_never_panics(text in ".{0,300}") {
             let _ = PlanFile::parse(&text);
-            let _ = PlanFile::parse_for_node(&text, "node1", 8);
+            let _ = for_node(&text, "node1", 8);
         }
 
         #[test]
@@ -605,7 +1074,7 @@ mod tests {
             let text = String::from_utf8_lossy(&bytes);
             let _ = PlanFile::parse(&text);
             for bound in [0, 1, 6, 1 << 20] {
-                if let Ok(p) = PlanFile::parse_for_node(&text, "node2", bound) {
+                if let Ok(p) = for_node(&text, "node2", bound) {
                     prop_assert!(p.here.iter().all(|(_, r)| r.cpus.cpus().iter().all(|&c| c < bound)));
                 }
             }

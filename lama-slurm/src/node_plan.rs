@@ -35,7 +35,8 @@ pub const SRUN_RELAUNCH: &str = "launch with SLURM_HOSTFILE set to the plan's .h
                                  -m arbitrary";
 
 /// This node's tasks from the plan as this node read it ([`PlanFile::parse_for_node`]: only
-/// its own lines expanded), for the ranks `step` names. Every mismatch is an error that
+/// its own lines expanded, and the nodes of the ranks `step` names where the plan puts them
+/// elsewhere), for the ranks `step` names. Every mismatch is an error that
 /// says what does not fit, found before any task is bound.
 ///
 /// [`PlanFile::parse_for_node`]: lama_planfile::PlanFile::parse_for_node
@@ -182,7 +183,7 @@ pub fn verbose_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lama_planfile::PlanFile;
+    use lama_planfile::{NodeQuery, PlanFile};
 
     /// A plan of 100,000 ranks on 4,167 nodes of 24 cores (3.4 MB): one
     /// node's 24 ranks come out of it, each on the CPU the plan gives it.
@@ -202,8 +203,15 @@ mod tests {
         let m = Machine::synthetic("pack:2 core:12 pu:1").unwrap();
         // The last, partly filled node and one in the middle.
         for (name, first, count) in [("node4167", 99_984u32, 16u32), ("node2000", 47_976, 24)] {
-            let file = PlanFile::parse_for_node(&read, name, 24).unwrap();
             let globals: Vec<u32> = (first..first + count).collect();
+            let q = NodeQuery {
+                node: name,
+                cpu_bound: 24,
+                total: Some(np),
+                most_here: globals.len(),
+                wanted: &globals,
+            };
+            let file = PlanFile::parse_for_node(&read, &q).unwrap();
             let cpus = CpuList::parse("0-23").unwrap();
             let here = StepHere {
                 node: name,
@@ -228,7 +236,14 @@ mod tests {
         let m = Machine::synthetic("pack:2 core:2 pu:1").unwrap();
         let text =
             "lama-plan 1\nranks 3\nrank 0 n1 pu 2 cpus 2\nrank 1 n2 pu 0 cpus 0\nrank 2 n1 pu 1 cpus 0-1\n";
-        let file = PlanFile::parse_for_node(text, "n1", 4).unwrap();
+        let q = |node, cpu_bound| NodeQuery {
+            node,
+            cpu_bound,
+            total: None,
+            most_here: 8,
+            wanted: &[0, 1, 2],
+        };
+        let file = PlanFile::parse_for_node(text, &q("n1", 4)).unwrap();
         let all = CpuList::parse("0-3").unwrap();
         fn here<'a>(
             node: &'a str,
@@ -294,9 +309,11 @@ mod tests {
                 .unwrap_err();
             assert!(e.starts_with(why), "{e}");
         }
-        let far =
-            PlanFile::parse_for_node("lama-plan 1\nranks 1\nrank 0 n1 pu 9 cpus 9\n", "n1", 10)
-                .unwrap();
+        let far = PlanFile::parse_for_node(
+            "lama-plan 1\nranks 1\nrank 0 n1 pu 9 cpus 9\n",
+            &q("n1", 10),
+        )
+        .unwrap();
         let wide = CpuList::parse("0-9").unwrap();
         let e = planned_tasks(&m, &far, &here("n1", &[0], 1, &wide), false, false).unwrap_err();
         assert!(e.contains("PU 9 is not in n1's topology"), "{e}");

@@ -18,6 +18,12 @@ pub const MAX_ENV_VALUE: usize = 1 << 20;
 /// would hold the step, or feed it without end). Opened without blocking (a FIFO's open would
 /// wait for a writer) and judged on the open descriptor, so nothing can be swapped in between.
 pub fn read_file(path: &Path, max: u64) -> std::io::Result<String> {
+    lama_hwloc::read_bounded_from(open_regular(path)?, max)
+}
+
+/// Opens a regular file for reading, as [`read_file`] does (without blocking, judged on the
+/// open descriptor): anything else is an error.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -29,7 +35,7 @@ pub fn read_file(path: &Path, max: u64) -> std::io::Result<String> {
             "not a regular file",
         ));
     }
-    lama_hwloc::read_bounded_from(file, max)
+    Ok(file)
 }
 
 /// An environment value, or `None` when it is longer than [`MAX_ENV_VALUE`].

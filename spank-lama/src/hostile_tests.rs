@@ -277,9 +277,102 @@ fn fifos() -> Run {
             digest: "1:0".into(),
             path: plan.display().to_string(),
         };
-        refused(by_file.read(), "not a regular file");
+        let query = lama_planfile::NodeQuery {
+            node: "n1",
+            cpu_bound: 1,
+            total: Some(1),
+            most_here: 1,
+            wanted: &[0],
+        };
+        refused(by_file.read_for_node(&query), "not a regular file");
         drop(dir);
         "refused at once".into()
+    })
+}
+
+/// A plan of `ranks` ranks, rank r on node `name(r)` (short lines: 2,000,000 ranks in about
+/// 60 MB), written to `path`; its reference as srun would write it, with `claimed` ranks.
+fn plan_file(path: &Path, ranks: u32, name: impl Fn(u32) -> String, claimed: u32) -> PlanRef {
+    use std::fmt::Write;
+    let mut text = format!("lama-plan 1\nranks {ranks}\n");
+    for r in 0..ranks {
+        writeln!(text, "rank {r} {} pu 0 cpus 0", name(r)).unwrap();
+    }
+    std::fs::write(path, &text).unwrap();
+    PlanRef {
+        ranks: claimed,
+        digest: lama_planfile::digest(text.as_bytes()),
+        path: path.display().to_string(),
+    }
+}
+
+/// The plan path's bounds: for node n0 of a step of `total` tasks, `most` of them here.
+fn n0(total: u32, most: usize, wanted: &'static [u32]) -> lama_planfile::NodeQuery<'static> {
+    lama_planfile::NodeQuery {
+        node: "n0",
+        cpu_bound: 64,
+        total: Some(total),
+        most_here: most,
+        wanted,
+    }
+}
+
+/// Rank r's node in the interleaved plans: this node (n0) has the first and the last rank,
+/// every other rank a node of its own.
+fn interleaved(ranks: u32) -> impl Fn(u32) -> String {
+    move |r| match r {
+        0 => "n0".to_string(),
+        r if r == ranks - 1 => "n0".to_string(),
+        r => format!("n{r}"),
+    }
+}
+
+/// Plan files of 2,000,000 ranks (about 60 MB) before a step of 2 tasks: one whose ranks
+/// are on 1,999,999 distinct nodes, this node's two interleaved with them, and whose
+/// reference claims 2 ranks (a forged `LAMA_PLAN_FILE` with the right length and digest);
+/// the same with its true count; one with every rank on this node. Each refused by the
+/// step's count or the file's size before a line is read. Before, the node read such a file
+/// whole and looked each line's node up among every name seen so far: hours of root's time.
+fn forged_plan_files() -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let ranks = 2_000_000;
+    let distinct = plan_file(&dir.path().join("a"), ranks, interleaved(ranks), 2);
+    let all_here = plan_file(&dir.path().join("b"), ranks, |_| "n0".into(), 2);
+    Box::new(move || {
+        let step = n0(2, 2, &[0, 1]);
+        let size = refused(distinct.read_for_node(&step), "more than a plan of 2 ranks");
+        refused(all_here.read_for_node(&step), "more than a plan of 2 ranks");
+        let honest = PlanRef {
+            ranks,
+            ..distinct.clone()
+        };
+        refused(
+            honest.read_for_node(&step),
+            "is for 2000000 ranks but the step has 2",
+        );
+        drop(dir);
+        format!("refused unread: {size}")
+    })
+}
+
+/// Plans as large as their steps (500,000 tasks, 2 of them here): every rank on this node
+/// is refused at the third; this node's two ranks among 499,998 others on as many nodes
+/// are read in one pass (about 15 MB), keeping the two. What it costs grows with the step.
+fn large_plans_for_large_steps() -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let ranks = 500_000;
+    let spread = plan_file(&dir.path().join("a"), ranks, interleaved(ranks), ranks);
+    let all_here = plan_file(&dir.path().join("b"), ranks, |_| "n0".into(), ranks);
+    Box::new(move || {
+        let step = n0(ranks, 2, &[0, 499_999]);
+        refused(
+            all_here.read_for_node(&step),
+            "line 5: the plan puts more than 2 rank(s) on n0",
+        );
+        let plan = spread.read_for_node(&step).unwrap();
+        assert_eq!(plan.here.len(), 2);
+        drop(dir);
+        "all here: refused at the third rank; spread: read in one pass, 2 ranks kept".into()
     })
 }
 
@@ -376,7 +469,7 @@ fn random_environments() -> Run {
 /// A case: its name, and what builds its inputs and returns its run.
 type Case = (&'static str, fn() -> Run);
 
-const CASES: [Case; 9] = [
+const CASES: [Case; 11] = [
     ("forged_pack_variables", forged_pack_variables),
     ("forged_het_lists", forged_het_lists),
     ("over_long_values", over_long_values),
@@ -384,6 +477,8 @@ const CASES: [Case; 9] = [
     ("invalid_bytes", invalid_bytes),
     ("wide_include_tree", wide_include_tree),
     ("fifos", fifos),
+    ("forged_plan_files", forged_plan_files),
+    ("large_plans_for_large_steps", large_plans_for_large_steps),
     ("null_slurm_conf", null_slurm_conf),
     ("random_environments", random_environments),
 ];

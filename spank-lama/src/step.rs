@@ -7,10 +7,10 @@ use crate::placement::{self, TaskPlacement};
 use crate::plan_file::{self, PlanRef, PLAN_FILE_VARIABLE, PLAN_VARIABLE};
 use crate::request::{StepRequest, UserOptions};
 use crate::step_cpus::{self, StepCpus};
-use crate::step_node::{het_plan_ranks, is_het, slurm_node_name};
+use crate::step_node::{het_plan_ranks, het_total, is_het, slurm_node_name};
 use crate::{gpus, inherited, topology};
 use lama_engine::{Bind, CpuList, Membind};
-use lama_planfile::PlanFile;
+use lama_planfile::{NodePlan, NodeQuery, PlanFile};
 use slurm_spank::{spank_log_user, SpankHandle};
 
 /// What LAMA does in this step on this node.
@@ -326,10 +326,12 @@ fn step_messages(
     }
 }
 
-/// The text of the plan that travelled with the step: in the environment, or (over
-/// [`lama_planfile::MAX_INLINE_PLAN_BYTES`]) read from the file the environment names, as the
-/// job's user, and checked to be the text srun read.
-fn plan_text(spank: &SpankHandle) -> Result<String, StepError> {
+/// This node's view of the plan that travelled with the step: its text from the environment
+/// (at most [`lama_planfile::MAX_INLINE_PLAN_BYTES`]), or the file the environment names,
+/// read as the job's user, in pieces, checked to be the text srun read. Every bound is the
+/// step's (`query`), checked before the plan is read: what this costs root grows with the
+/// step, never with the plan's text (ARCHITECTURE.md, "Root pays only for the step").
+fn plan_here(spank: &SpankHandle, query: &NodeQuery<'_>) -> Result<NodePlan, StepError> {
     // The plan has its own bound (srun refuses a longer one), not the 4 KiB of Slurm's
     // variables: a plan of 128 ranks is already longer than that.
     if let Some(text) = spank
@@ -338,7 +340,7 @@ fn plan_text(spank: &SpankHandle) -> Result<String, StepError> {
         .flatten()
         .filter(|t| t.len() <= lama_planfile::MAX_INLINE_PLAN_BYTES)
     {
-        return Ok(text);
+        return PlanFile::parse_for_node(&text, query).map_err(|e| format!("the plan: {e}").into());
     }
     let Some(value) = spank.getenv(PLAN_FILE_VARIABLE).ok().flatten() else {
         return Err(
@@ -363,7 +365,20 @@ fn plan_text(spank: &SpankHandle) -> Result<String, StepError> {
         .into());
     }
     tracing::debug!(path = %plan.path, euid, "lama: reading the plan from its file");
-    Ok(plan.read()?)
+    Ok(plan.read_for_node(query)?)
+}
+
+/// The step's ranks on this node and in all, from Slurm: the global ranks of the local tasks
+/// (`None` in a heterogeneous step, where they come from the plan: [`het_plan_ranks`]), the
+/// local task count and the step's task count.
+fn step_ranks(spank: &SpankHandle) -> Result<(Option<Vec<u32>>, u32, u32), StepError> {
+    let local = spank.job_local_task_count().map_err(|e| e.to_string())?;
+    if is_het(|name| env(spank, name)) {
+        let total = het_total(env(spank, "SLURM_STEP_NUM_TASKS").as_deref())?;
+        return Ok((None, local, total));
+    }
+    let total = spank.job_total_task_count().map_err(|e| e.to_string())?;
+    Ok((Some(global_ranks(spank)?), local, total))
 }
 
 /// This node's tasks from the `lama plan` plan that travelled with the step, or why not.
@@ -373,7 +388,7 @@ pub fn by_plan(
     node: &str,
     user: &UserOptions,
 ) -> Result<Step, StepError> {
-    let text = plan_text(spank)?;
+    let (globals, local, total) = step_ranks(spank)?;
     let membind = match &user.membind {
         Some(m) => Membind::parse(m).map_err(|d| d.headline())?,
         None => site.membind,
@@ -394,23 +409,22 @@ pub fn by_plan(
         .map(|p| p.os + 1)
         .max()
         .unwrap_or(0);
-    let file = PlanFile::parse_for_node(&text, &slurm_node, cpu_bound)
-        .map_err(|e| format!("the plan is malformed: {e}"))?;
-    let het = is_het(|name| env(spank, name));
-    let (globals, total) = if het {
-        let local = spank.job_local_task_count().map_err(|e| e.to_string())?;
-        let ranks: Vec<u32> = file.here.iter().map(|(r, _)| *r).collect();
-        het_plan_ranks(
-            ranks,
+    let query = NodeQuery {
+        node: &slurm_node,
+        cpu_bound,
+        total: Some(total),
+        most_here: local as usize,
+        wanted: globals.as_deref().unwrap_or(&[]),
+    };
+    let file = plan_here(spank, &query)?;
+    let het = globals.is_none();
+    let globals = match globals {
+        Some(g) => g,
+        None => het_plan_ranks(
+            file.here.iter().map(|(r, _)| *r).collect(),
             local,
             &slurm_node,
-            env(spank, "SLURM_STEP_NUM_TASKS"),
-        )?
-    } else {
-        (
-            global_ranks(spank)?,
-            spank.job_total_task_count().map_err(|e| e.to_string())?,
-        )
+        )?,
     };
     let here = plan_file::StepHere {
         node: &slurm_node,

@@ -17,27 +17,14 @@ pub fn is_het(env: impl Fn(&str) -> Option<String>) -> bool {
     env("SLURM_HET_SIZE").is_some()
 }
 
-/// The ranks of a plan's tasks on this node in a heterogeneous step, and the step's task count.
-/// There slurmstepd knows only its component: `S_JOB_LOCAL_TO_GLOBAL_ID` and
-/// `S_JOB_TOTAL_TASK_COUNT` count within it, and the rank a task gets, `SLURM_PROCID`, adds the
-/// tasks of the components before it (`het_job_task_offset`, set in the task's environment
-/// just before `task_init`). The step's task count is `SLURM_STEP_NUM_TASKS` (`step_num_tasks`),
-/// which srun sets to every component's. So the node's tasks take the plan's ranks on this
-/// node in ascending order, as Slurm numbers a node's tasks, when there are as many; each
-/// task's `SLURM_PROCID` is checked against its rank before it is bound
-/// ([`crate::step::Step::Planned`]'s `check_procid`).
-pub fn het_plan_ranks(
-    planned: Vec<u32>,
-    local_tasks: u32,
-    node: &str,
-    step_num_tasks: Option<String>,
-) -> Result<(Vec<u32>, u32), String> {
-    let total = step_num_tasks
-        .as_deref()
-        .and_then(|n| n.trim().parse().ok())
-        .ok_or(
-            "SLURM_STEP_NUM_TASKS, the heterogeneous step's task count, is not in its environment",
-        )?;
+/// The ranks of a plan's tasks on this node in a heterogeneous step. There slurmstepd knows
+/// only its component: `S_JOB_LOCAL_TO_GLOBAL_ID` and `S_JOB_TOTAL_TASK_COUNT` count within it,
+/// and the rank a task gets, `SLURM_PROCID`, adds the tasks of the components before it
+/// (`het_job_task_offset`, set in the task's environment just before `task_init`). So the
+/// node's tasks take the plan's ranks on this node in ascending order, as Slurm numbers a
+/// node's tasks, when there are as many; each task's `SLURM_PROCID` is checked against its
+/// rank before it is bound ([`crate::step::Step::Planned`]'s `check_procid`).
+pub fn het_plan_ranks(planned: Vec<u32>, local_tasks: u32, node: &str) -> Result<Vec<u32>, String> {
     if planned.len() != local_tasks as usize {
         return Err(format!(
             "the plan puts {} rank(s) on {node} but Slurm started {local_tasks} task(s) of this \
@@ -46,7 +33,18 @@ pub fn het_plan_ranks(
             planned.len()
         ));
     }
-    Ok((planned, total))
+    Ok(planned)
+}
+
+/// A heterogeneous step's task count: `SLURM_STEP_NUM_TASKS` (`step_num_tasks`), which srun
+/// sets to every component's.
+pub fn het_total(step_num_tasks: Option<&str>) -> Result<u32, String> {
+    step_num_tasks
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| {
+            "SLURM_STEP_NUM_TASKS, the heterogeneous step's task count, is not in its environment"
+                .to_string()
+        })
 }
 
 /// This node's name as Slurm knows it (its `NodeName`, which need not be the kernel's host
@@ -165,7 +163,7 @@ fn nth_node(list: &str, id: u32) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{het_plan_ranks, is_het, nth_node};
+    use super::{het_plan_ranks, het_total, is_het, nth_node};
 
     /// The environment of the heterogeneous step `srun -w node2 -n1 : -w node1,node3 -N2 -n2`
     /// as Slurm 24.11 set it on the cluster (component 0 is job 1 on node2, component 1 job 2
@@ -306,14 +304,14 @@ mod tests {
     fn a_heterogeneous_plan_takes_the_nodes_ranks_in_order_and_the_steps_count() {
         // Component 1 of `srun -w node2 -n2 : -w node1,node3 -n4` on node3: the plan has
         // ranks 4 and 5 there, Slurm's local ids 0 and 1; the step has 6 tasks.
-        let (ranks, total) = het_plan_ranks(vec![4, 5], 2, "node3", Some("6".into())).unwrap();
-        assert_eq!((ranks, total), (vec![4, 5], 6));
-        let e = het_plan_ranks(vec![4, 5, 6], 2, "node3", Some("6".into())).unwrap_err();
+        let ranks = het_plan_ranks(vec![4, 5], 2, "node3").unwrap();
+        assert_eq!((ranks, het_total(Some("6"))), (vec![4, 5], Ok(6)));
+        let e = het_plan_ranks(vec![4, 5, 6], 2, "node3").unwrap_err();
         assert!(
             e.starts_with("the plan puts 3 rank(s) on node3 but Slurm started 2 task(s)"),
             "{e}"
         );
-        let e = het_plan_ranks(vec![4, 5], 2, "node3", None).unwrap_err();
+        let e = het_total(None).unwrap_err();
         assert!(e.contains("SLURM_STEP_NUM_TASKS"), "{e}");
         assert!(is_het(het));
         assert!(!is_het(|_| None));

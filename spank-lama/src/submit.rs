@@ -52,16 +52,41 @@ enum Carried {
     Inherited,
 }
 
-/// The rank count of the plan the environment carries, if any.
-fn carried_ranks() -> Option<usize> {
-    // Bounded as the nodes bound it (`step::plan_text`): a longer text is none of srun's.
+/// The plan the environment carries, if any, checked for a step of `total` tasks as each node
+/// will check it: its text, or the file it names where this srun can read it (never only the
+/// count written beside the file's name, which an inherited variable may carry from anywhere).
+fn check_carried(total: u32) -> Result<(), String> {
+    // Bounded as the nodes bound it (`step::plan_here`): a longer text is none of srun's.
     if let Ok(text) = std::env::var(PLAN_VARIABLE) {
         if text.len() <= lama_planfile::MAX_INLINE_PLAN_BYTES {
-            return PlanFile::parse(&text).ok().map(|f| f.ranks.len());
+            return match PlanFile::parse(&text) {
+                Ok(f) if f.ranks.len() != total as usize => Err(format!(
+                    "is for {} ranks but this step has {total} tasks; launch with -n{}",
+                    f.ranks.len(),
+                    f.ranks.len()
+                )),
+                // A malformed text: each node says what is wrong with it.
+                _ => Ok(()),
+            };
         }
     }
-    let value = std::env::var(PLAN_FILE_VARIABLE).ok()?;
-    PlanRef::decode(&value).map(|r| r.ranks as usize)
+    let Some(r) = std::env::var(PLAN_FILE_VARIABLE)
+        .ok()
+        .and_then(|v| PlanRef::decode(&v))
+    else {
+        return Ok(());
+    };
+    if r.ranks != total {
+        return Err(format!(
+            "is for {} ranks but this step has {total} tasks; launch with -n{}",
+            r.ranks, r.ranks
+        ));
+    }
+    // A file this host cannot see is each node's to read (and to refuse by its size first).
+    if std::fs::metadata(&r.path).is_err() {
+        return Ok(());
+    }
+    crate::plan_file::check_whole(&r, total).map_err(|e| format!("as carried: {e}"))
 }
 
 /// `local_user_init` in srun, once the step's size is known and before it is launched: a plan
@@ -76,15 +101,10 @@ pub fn check_plan_size(spank: &SpankHandle) -> Result<(), String> {
     if crate::step_node::is_het(|name| std::env::var(name).ok()) {
         return Ok(());
     }
-    if let (Some(ranks), Ok(total)) = (carried_ranks(), spank.job_total_task_count()) {
-        if ranks != total as usize {
-            return Err(format!(
-                "lama: --lama-plan: {path} is for {ranks} ranks but this step has {total} \
-                 tasks; launch with -n{ranks}"
-            ));
-        }
-    }
-    Ok(())
+    let Ok(total) = spank.job_total_task_count() else {
+        return Ok(());
+    };
+    check_carried(total).map_err(|why| format!("lama: --lama-plan: {path} {why}"))
 }
 
 /// The plan, read as the user and checked whole: its text when it is small enough to travel

@@ -972,6 +972,49 @@ t_forged_heterogeneous_environment() {
     echo "    slurmstepd's peak memory in the GPU step (VmHWM): $((kb / 1024)) MiB" >&2
 }
 
+t_forged_plan_file() {
+    # A forged LAMA_PLAN_FILE: a plan of 2,000,000 ranks on as many nodes (about 60 MB) with
+    # its true length and digest, whose reference claims the step's 2 ranks, before
+    # srun -n2 --lama-plan= naming a file srun cannot read (so srun carries the inherited
+    # reference and the nodes read the file). Before, each node's slurmstepd read it whole and
+    # looked every line's node up among all the names seen so far: srun still waited after
+    # 40 s, and the nodes stayed "completing" after the job was gone. Now each node refuses it
+    # by its size before reading it. Then a running step of the same job is cancelled: every
+    # node comes back idle, none drained, and the next step runs.
+    awk 'BEGIN { print "lama-plan 1"; print "ranks 2000000"; for (i = 0; i < 2000000; i++) printf "rank %d n%d pu 0 cpus 0\n", i, i }' \
+        > "$work/forged.lama"
+    local digest m
+    # lama_planfile::digest: the length and the 64-bit FNV-1a hash.
+    digest=$(python3 -c 'import sys
+h = 0xcbf29ce484222325
+d = open(sys.argv[1], "rb").read()
+for b in d:
+    h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+print("%d:%016x" % (len(d), h))' "$work/forged.lama") || return 1
+    # On the nodes only: the submit host cannot read it (srun checks a plan it can read).
+    for m in node1 node2; do
+        "$cluster" exec -u tester "$m" sh -c 'rm -f /tmp/forged-big.lama; cat > /tmp/forged-big.lama' < "$work/forged.lama" || return 1
+    done
+    as_user timeout 300 salloc -w node[1-2] -N2 -n2 sh -c "
+        export LAMA_PLAN_FILE='2 $digest /tmp/forged-big.lama'
+        t0=\$(date +%s%N); srun -n2 --lama-plan=/nonexistent true; rc=\$?; t1=\$(date +%s%N)
+        echo \"forged: rc \$rc ms \$(( (t1 - t0) / 1000000 ))\"
+        unset LAMA_PLAN_FILE
+        srun -n2 sleep 300 & sleep 5; scancel \$SLURM_JOB_ID; wait" > "$work/out" 2> "$work/err"
+    local rc ms
+    read -r _ _ rc _ ms < <(grep '^forged: ' "$work/out")
+    [ -n "$rc" ] && [ "$rc" != 0 ] || fail "the forged plan's step ran or did not report: $(cat "$work/out") $(head -c 600 "$work/err")" || return 1
+    grep -qE "the plan /tmp/forged-big.lama is [0-9]+ bytes, more than a plan of 2 ranks may be" "$work/err" \
+        || fail "the refusal: $(head -c 600 "$work/err")" || return 1
+    echo "    the forged plan refused in $ms ms (srun's whole step)" >&2
+    # srun's whole step, launch and refusal on two nodes (before: more than 40 s).
+    [ "$ms" -lt 15000 ] || fail "the forged plan took $ms ms to refuse" || return 1
+    wait_for 120 nodes_idle || fail "after the cancel: $(node_states)" || return 1
+    as_user sinfo -h -N -o '%N %T %E' | grep -iE 'drain|fail' && { fail "a node is drained"; return 1; }
+    as_user srun -w node[1-2] -N2 -n2 true || fail "the next step did not run" || return 1
+    for m in node1 node2; do on "$m" rm -f /tmp/forged-big.lama; done
+}
+
 t_bad_plan_refused() {
     plan_for ring6 "$(printf '0 1 1\n1 2 1\n2 3 1\n3 4 1\n4 5 1\n5 0 1\n')" || return 1
     # A plan edited by hand into nonsense: refused before launch, with its line.
@@ -1693,7 +1736,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil
-    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_plan_in_heterogeneous_step t_forged_heterogeneous_environment t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards
+    t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_plan_in_heterogeneous_step t_forged_heterogeneous_environment t_forged_plan_file t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards
     t_cpu_bind_and_lama t_topology_node_order
     t_daemons_still_up)
 

@@ -47,6 +47,24 @@ slurm_flavour() {
     esac
 }
 
+# Starts a cargo target directory DIR from the 24.11 package's release build (TOP/target/release)
+# when DIR has no release build yet: cargo then compiles only what differs (the crates that
+# read the Slurm headers or LAMA_PLUGINDIR, and the workspace's crates where their sources sit
+# elsewhere), not the dependencies again. A copy, not links: cargo replaces files in place.
+# Taken under the 24.11 package's lock (scripts/package.sh), so never from a build half done;
+# nothing to do where there is no such build. Usage: seed_target TOP DIR
+seed_target() {
+    local from=$1/target/release dir=$2
+    [ ! -e "$dir/release" ] && [ -d "$from" ] && [ "$dir" != "$1/target" ] || return 0
+    mkdir -p "$dir" || return 1
+    (
+        exec 8> "$1/target/.package.lock"
+        flock 8
+        rm -rf "$dir/release.seed" && cp -a "$from" "$dir/release.seed" && mv -T "$dir/release.seed" "$dir/release"
+    ) || { rm -rf "$dir/release.seed"; return 1; }
+    log "started ${dir#"$1"/} from target/release ($(du -sm "$dir/release" | cut -f1) MB)"
+}
+
 # Intel MPI's run time for the tests: impi-rt from the Python package index (its hydra,
 # libmpi.so.12, and libfabric with its providers; 2021.18.1 is the last release that carries its
 # own libfabric), kept once in TOP/docker/.build/impi-VERSION and its path printed. Intel MPI is

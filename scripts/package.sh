@@ -21,6 +21,9 @@ mkdir -p "$target"
 # finds it up to date.
 exec 9> "$target/.package.lock"
 flock 9
+# The other releases' builds start from 24.11's (scripts/lib.sh seed_target): only the crates
+# that read the headers or the plugin directory are compiled again.
+seed_target "$top" "$target"
 config=$target/config.mk
 if [ "$flavour" == src-24.11 ]; then
     args=(--with-slurm="$build/slurm-include/usr/local" --prefix=/usr --slurm-package=none

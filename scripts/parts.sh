@@ -6,7 +6,8 @@
 # end parts_report prints each part's lane, start, duration, result and test counts, and
 # writes them as times.tsv beside the logs. (Sourced, not run; needs scripts/lib.sh's log.)
 #   parts_init DIR           the run's directory (emptied): logs, times.tsv
-#   part NAME [NEED...] -- CMD...     runs CMD as part NAME once every NEED has passed
+#   part NAME [NEED...] -- CMD...     runs CMD as part NAME once every NEED has passed (a
+#                            NEED written ~NAME: once NAME has ended, whatever its result)
 #   parts_report             the table; returns non-zero if any part failed or was not run
 #   parts_watch SECONDS      from then on a warning is printed every 5 minutes, so that a
 #                            run that grows towards CI's bound is seen long before it
@@ -26,7 +27,15 @@ part() {
     shift
     echo "$name" >> "$parts_dir/order"
     echo "${PARTS_LANE:-main}" > "$parts_dir/$name.lane"
+    # What it waited for: its needs and the part before it in its lane (the critical path).
+    echo "${parts_prev:-}" "${needs[@]#"~"}" > "$parts_dir/$name.after"
+    parts_prev=$name
     for need in "${needs[@]}"; do
+        # ~NAME: only after NAME has ended, whatever its result (an order, not a need).
+        if [[ $need == "~"* ]]; then
+            until [ -f "$parts_dir/${need#"~"}.rc" ]; do sleep 2; done
+            continue
+        fi
         until [ -f "$parts_dir/$need.rc" ]; do sleep 2; done
         if [ "$(cat "$parts_dir/$need.rc")" != 0 ]; then
             echo "needs $need, which did not pass" > "$parts_dir/$name.why"
@@ -99,6 +108,7 @@ parts_report() {
             $((start - parts_t0)) "$dur" "$result" "${counts% *}" "${counts#* }" >> "$tsv"
     done < <(parts_by_start)
     echo "wall time: $(($(date +%s) - parts_t0))s (each part's log and times.tsv in ${parts_dir#"$PWD"/})"
+    echo "critical path: $(parts_critical)"
     while read -r name; do
         rc=$(cat "$parts_dir/$name.rc" 2>/dev/null || echo none)
         if [ "$rc" == skip ]; then
@@ -112,6 +122,24 @@ parts_report() {
     [ "$bad_parts" == "" ] || echo "parts that failed or were not run:$bad_parts"
     echo "$total_p passed, $((total_f + bad)) failed"
     [ $bad -eq 0 ] && [ $total_f -eq 0 ]
+}
+
+# The chain of parts the run waited on: from the part that ended last, back through what each
+# waited for (its needs, the part before it in its lane), the one of them that ended last.
+parts_critical() {
+    local name best end e p chain=
+    name=$(while read -r p; do echo "$(cat "$parts_dir/$p.end" 2>/dev/null || echo 0) $p"; done < "$parts_dir/order" \
+        | sort -n | tail -n1 | cut -d' ' -f2)
+    while [ -n "$name" ]; do
+        chain="$name ($(parts_clock "$(cat "$parts_dir/$name.start" 2>/dev/null || echo "$parts_t0")")-$(parts_clock "$(cat "$parts_dir/$name.end" 2>/dev/null || echo "$parts_t0")"))${chain:+ -> }$chain"
+        best= end=-1
+        for p in $(cat "$parts_dir/$name.after" 2>/dev/null); do
+            e=$(cat "$parts_dir/$p.end" 2>/dev/null || echo 0)
+            if [ "$e" -gt "$end" ]; then best=$p end=$e; fi
+        done
+        name=$best
+    done
+    echo "$chain"
 }
 
 # Prints a warning once the run has lasted SECONDS, then every 5 minutes (in the background:

@@ -12,12 +12,14 @@
 # The parts run in lanes at the same time (scripts/parts.sh; docs/testing.md says why and what
 # each part takes): "build" (crates, clippy, packages, RPM: the CPU-bound parts), "images"
 # (the clusters' and guests' images: mostly downloads and dpkg), "docker-24.11" and
-# "docker-26.05" (the docker suites, which mostly wait on Slurm) and "guest" (the QEMU guests,
-# which keep one core busy). A part
+# "docker-26.05" (the docker suites, which mostly wait on Slurm) and a lane per QEMU guest
+# ("guest-24.11", "guest-26.05": each keeps one core busy; the second starts once the docker
+# suites have ended). A part
 # starts once the parts it needs have passed; each part's output is in its own log under
 # target/test-logs (LAMA_TEST_LOGS=DIR elsewhere), and the end of the run prints every part's
 # lane, start, time, result and test counts, the logs of the parts that failed, and a closing
-# "N passed, N failed" line. A run that passes 60 minutes prints a warning every 5 minutes.
+# "N passed, N failed" line, and the critical path: the chain of parts the run waited on. A run
+# that passes 60 minutes prints a warning every 5 minutes.
 #
 # LAMA_SLURM=24.11 or 26.05 runs one flavour only (docker cluster and guest, no source-built
 # cluster); LAMA_VM=0 leaves out the guest; LAMA_VM_CGROUP_JOB_ID_PATHS=yes runs the 26.05
@@ -104,14 +106,21 @@ for f in "${flavours[@]}"; do
     ) &
     lanes+=($!)
 done
-# guest: one guest at a time (each keeps a core busy), once its package and image are there.
-(
-    set +e; PARTS_LANE=guest
-    if [ -z "$vm_why" ]; then
-        for f in "${flavours[@]}"; do part "guest-$f" "deb-$f" "image-$f" "guest-image-$f" -- vm_test "$f"; done
-    fi
-) &
-lanes+=($!)
+# guests: each keeps a core busy. The first starts once its package and image are there; the
+# second (a full run's 26.05 guest) once the docker suites have ended, whatever their result,
+# and runs beside the first: by then the builds and the clusters have left a core to it
+# (docs/testing.md: one after the other, the guests were the run's length).
+if [ -z "$vm_why" ]; then
+    for f in "${flavours[@]}"; do
+        (
+            set +e; PARTS_LANE=guest-$f
+            after=()
+            if [ ${#flavours[@]} -gt 1 ] && [ "$f" == 26.05 ]; then after=("~e2e-24.11" "~e2e-26.05"); fi
+            part "guest-$f" "deb-$f" "image-$f" "guest-image-$f" "${after[@]}" -- vm_test "$f"
+        ) &
+        lanes+=($!)
+    done
+fi
 # (Each part's result is in its files: a lane's status says nothing more.)
 wait "${lanes[@]}" || true
 

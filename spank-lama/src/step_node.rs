@@ -48,9 +48,15 @@ pub fn het_total(step_num_tasks: Option<&str>) -> Result<u32, String> {
 }
 
 /// This node's name as Slurm knows it (its `NodeName`, which need not be the kernel's host
-/// name): its place in the step's node list (`S_JOB_NODEID` in `SLURM_STEP_NODELIST`), or in a
-/// heterogeneous step in its component's ([`component_node`]).
+/// name): slurmstepd's own `SLURMD_NODENAME`, which slurmstepd sets from slurmd's
+/// configuration before any SPANK callback ([`crate::slurm_conf::node_name`]; never the job's
+/// variable of that name). Only where slurmstepd has none: its place in the step's node list
+/// (`S_JOB_NODEID` in `SLURM_STEP_NODELIST`), or in a heterogeneous step in its component's
+/// ([`component_node`]).
 pub fn slurm_node_name(spank: &SpankHandle) -> Result<String, String> {
+    if let Some(own) = crate::slurm_conf::node_name(crate::slurm_conf::Daemon::Slurmstepd, "") {
+        return Ok(own);
+    }
     let id = spank
         .job_nodeid()
         .map_err(|e| format!("S_JOB_NODEID: {e}"))?;

@@ -122,14 +122,52 @@ fn job_cpus() -> Result<(CpuList, Vec<String>, bool), String> {
             .map(|c| (c, f.clone()))
     });
     let found = from_cgroup.is_some();
-    let (cpus, notes) = choose_cpus(own, from_cgroup);
+    // Under Slurm, for a job that does not hold the whole node (SLURM_CPUS_ON_NODE, Slurm's
+    // count of the job's CPUs here, below the node's), a cgroup that holds the whole node
+    // confines nothing (ConstrainCores=no, or task/affinity alone): other jobs may hold those
+    // CPUs.
+    let online = lama_hwloc::online_cpus().map_err(|e| e.to_string())?;
+    let on_node = std::env::var("SLURM_CPUS_ON_NODE")
+        .ok()
+        .and_then(|n| n.trim().parse::<usize>().ok());
+    let node = on_node
+        .filter(|&n| n < online.len() && std::env::var_os("SLURM_JOB_ID").is_some())
+        .map(|_| online);
+    let (cpus, notes) = choose_cpus(own, from_cgroup, node.as_ref())?;
     Ok((cpus, notes, found))
 }
 
 /// The CPUs to place among: the cgroup's (`from_cgroup`, with its file) where there is one,
-/// saying so when this process's own mask (`own`) is narrower; else its own mask.
-fn choose_cpus(own: CpuList, from_cgroup: Option<(CpuList, PathBuf)>) -> (CpuList, Vec<String>) {
-    match from_cgroup {
+/// saying so when this process's own mask (`own`) is narrower; else its own mask. Under Slurm,
+/// for a job with part of the node (`slurm_node`: the node's online CPUs), a cgroup holding
+/// them all confines nothing, so the
+/// CPUs are this process's own mask, which Slurm's task/affinity gave it, where that is
+/// narrower; where neither is narrower than the node, Slurm's CPUs cannot be known and nothing
+/// is bound (`Err`).
+fn choose_cpus(
+    own: CpuList,
+    from_cgroup: Option<(CpuList, PathBuf)>,
+    slurm_node: Option<&CpuList>,
+) -> Result<(CpuList, Vec<String>), String> {
+    let whole = |c: &CpuList| slurm_node.is_some_and(|all| c.intersection(all) == *all);
+    if let Some((cpus, file)) = from_cgroup.as_ref().filter(|(c, _)| whole(c)) {
+        if whole(&own) {
+            return Err(format!(
+                "cannot tell which CPUs Slurm gave this step: its cgroup's cpuset ({}) and this \
+                 process's mask are the whole node ({cpus}), so binding could land on other \
+                 jobs' CPUs; ask Slurm to bind the task (srun --cpu-bind=cores) or to confine it \
+                 (ConstrainCores=yes in cgroup.conf), or use the plugin's --lama-map",
+                file.display()
+            ));
+        }
+        let note = format!(
+            "the cgroup's cpuset ({}) is the whole node, which Slurm does not confine here: LAMA \
+             places this process among the CPUs Slurm bound it to, {own}",
+            file.display()
+        );
+        return Ok((own, vec![note]));
+    }
+    Ok(match from_cgroup {
         Some((cpus, file)) => {
             let narrowed = own != cpus && own.intersection(&cpus) == own;
             let notes = narrowed
@@ -148,7 +186,7 @@ fn choose_cpus(own: CpuList, from_cgroup: Option<(CpuList, PathBuf)>) -> (CpuLis
             let note = format!("{NO_CGROUP}: LAMA places this process among its own CPUs {own}");
             (own, vec![note])
         }
-    }
+    })
 }
 
 /// The request, as the plugin resolves the same `--lama-*` options.
@@ -509,7 +547,7 @@ mod tests {
         let cpus = |s: &str| CpuList::parse(s).unwrap();
         let file = || PathBuf::from("/sys/fs/cgroup/x/cpuset.cpus.effective");
         // mpirun bound the rank to core 1; its cgroup allows 0-3: LAMA places among 0-3.
-        let (c, notes) = choose_cpus(cpus("1"), Some((cpus("0-3"), file())));
+        let (c, notes) = choose_cpus(cpus("1"), Some((cpus("0-3"), file())), None).unwrap();
         assert_eq!(c.to_string(), "0-3");
         assert_eq!(
             notes,
@@ -519,12 +557,41 @@ mod tests {
             ]
         );
         // Not narrowed: nothing said.
-        let (c, notes) = choose_cpus(cpus("0-3"), Some((cpus("0-3"), file())));
+        let (c, notes) = choose_cpus(cpus("0-3"), Some((cpus("0-3"), file())), None).unwrap();
         assert_eq!((c.to_string(), notes.len()), ("0-3".to_string(), 0));
         // No cgroup cpuset: its own mask, said.
-        let (c, notes) = choose_cpus(cpus("2"), None);
+        let (c, notes) = choose_cpus(cpus("2"), None, None).unwrap();
         assert_eq!(c.to_string(), "2");
         assert!(notes[0].starts_with("no cgroup cpuset found"), "{notes:?}");
+    }
+
+    #[test]
+    fn under_slurm_a_cgroup_of_the_whole_node_is_not_the_steps_cpus() {
+        let cpus = |s: &str| CpuList::parse(s).unwrap();
+        let file =
+            || PathBuf::from("/sys/fs/cgroup/system.slice/slurmstepd.scope/cpuset.cpus.effective");
+        let node = cpus("0-7");
+        // ConstrainCores=no: the cgroup is the node; task/affinity bound the task to 2-3,
+        // another job holds 0-1: LAMA places among 2-3, and says why.
+        let (c, notes) =
+            choose_cpus(cpus("2-3"), Some((cpus("0-7"), file())), Some(&node)).unwrap();
+        assert_eq!(c.to_string(), "2-3");
+        assert!(
+            notes[0].contains("is the whole node") && notes[0].ends_with("bound it to, 2-3"),
+            "{notes:?}"
+        );
+        // Nothing narrower than the node: refused, not bound across other jobs' CPUs.
+        let e = choose_cpus(cpus("0-7"), Some((cpus("0-7"), file())), Some(&node)).unwrap_err();
+        assert!(
+            e.starts_with("cannot tell which CPUs Slurm gave this step"),
+            "{e}"
+        );
+        // A confining cgroup under Slurm: as before.
+        let (c, _) = choose_cpus(cpus("2"), Some((cpus("2-5"), file())), Some(&node)).unwrap();
+        assert_eq!(c.to_string(), "2-5");
+        // Outside Slurm the whole machine is the user's.
+        let (c, _) = choose_cpus(cpus("0-7"), Some((cpus("0-7"), file())), None).unwrap();
+        assert_eq!(c.to_string(), "0-7");
     }
 
     #[test]

@@ -298,21 +298,38 @@ impl std::fmt::Display for SlurmGpuBind {
 /// `ConstrainDevices=yes` (`gres_use_local_device_index` in Slurm's `src/interfaces/gres.c`).
 /// `slurm_conf` and `cgroup_conf` are the files' texts (`None`: no cgroup.conf, whose default
 /// is `ConstrainDevices=no`). Keys are case-insensitive and `#` starts a comment, as in Slurm.
-pub fn numbers_gpus_locally(slurm_conf: &str, cgroup_conf: Option<&str>) -> bool {
-    let value = |text: &str, key: &str| {
-        text.lines()
-            .filter_map(|line| line.split('#').next())
-            .filter_map(|line| line.trim().split_once('='))
-            .filter(|(k, _)| k.trim().eq_ignore_ascii_case(key))
-            .map(|(_, v)| v.trim().to_string())
-            .next_back()
-    };
-    let cgroup_tasks =
-        value(slurm_conf, "TaskPlugin").is_some_and(|v| v.to_ascii_lowercase().contains("cgroup"));
+pub fn numbers_gpus_locally(task_plugin: Option<&str>, cgroup_conf: Option<&str>) -> bool {
+    let cgroup_tasks = task_plugin.is_some_and(|v| v.to_ascii_lowercase().contains("cgroup"));
     cgroup_tasks
         && cgroup_conf
-            .and_then(|c| value(c, "ConstrainDevices"))
-            .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
+            .and_then(|c| conf_value(c, "ConstrainDevices"))
+            .is_some_and(|v| slurm_boolean(&v) == Some(true))
+}
+
+/// The last value of `key` in a Slurm configuration file's text: keys are case-insensitive
+/// and `#` starts a comment, as in Slurm.
+pub fn conf_value(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|line| line.split('#').next())
+        .filter_map(|line| line.trim().split_once('='))
+        .filter(|(k, _)| k.trim().eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.trim().to_string())
+        .next_back()
+}
+
+/// A boolean as Slurm's configuration parser reads it (`s_p_handle_boolean`,
+/// `src/common/parse_value.c`): `yes`, `up`, `true`, `1` or `no`, `down`, `false`, `0`, in any
+/// case; anything else is not a boolean (Slurm refuses it).
+pub fn slurm_boolean(value: &str) -> Option<bool> {
+    let v = value.trim();
+    let any = |words: [&str; 4]| words.iter().any(|w| v.eq_ignore_ascii_case(w));
+    if any(["yes", "up", "true", "1"]) {
+        Some(true)
+    } else if any(["no", "down", "false", "0"]) {
+        Some(false)
+    } else {
+        None
+    }
 }
 
 /// The GPUs per task of a step, from `SLURM_GPUS_PER_TASK` (`[type:]K`) or else
@@ -568,18 +585,33 @@ mod tests {
     #[test]
     fn local_gpu_numbers_follow_task_cgroup_and_constrain_devices() {
         let conf = "# cluster\nTaskPlugin=task/cgroup,task/affinity\nTaskPluginParam=none\n";
-        assert!(numbers_gpus_locally(conf, Some("ConstrainDevices=yes\n")));
-        assert!(numbers_gpus_locally(
-            conf,
-            Some("constraindevices = YES # all\n")
-        ));
-        assert!(!numbers_gpus_locally(conf, Some("ConstrainDevices=no\n")));
-        assert!(!numbers_gpus_locally(conf, Some("#ConstrainDevices=yes\n")));
-        assert!(!numbers_gpus_locally(conf, None));
+        let tasks = conf_value(conf, "taskplugin");
+        assert_eq!(tasks.as_deref(), Some("task/cgroup,task/affinity"));
+        let tasks = tasks.as_deref();
+        // Every spelling Slurm's parser takes for true: each task on its own GPU's slot
+        // depends on it (a YAML or Ansible boolean writes True).
+        for yes in ["yes", "YES # all", "true", "True", "1", "up", "Up"] {
+            let cgroup = format!("constraindevices = {yes}\n");
+            assert!(numbers_gpus_locally(tasks, Some(&cgroup)), "{yes}");
+        }
+        for no in ["no", "False", "0", "down", "maybe"] {
+            let cgroup = format!("ConstrainDevices={no}\n");
+            assert!(!numbers_gpus_locally(tasks, Some(&cgroup)), "{no}");
+        }
         assert!(!numbers_gpus_locally(
-            "TaskPlugin=task/affinity\n",
+            tasks,
+            Some("#ConstrainDevices=yes\n")
+        ));
+        assert!(!numbers_gpus_locally(tasks, None));
+        assert!(!numbers_gpus_locally(
+            Some("task/affinity"),
             Some("ConstrainDevices=yes")
         ));
+        // TaskPlugin behind an Include is Slurm's to read (the plugin asks slurmstepd's own
+        // parsed configuration): not there, it is not guessed.
+        assert!(!numbers_gpus_locally(None, Some("ConstrainDevices=yes")));
+        assert_eq!(slurm_boolean(" TRUE "), Some(true));
+        assert_eq!(slurm_boolean("yess"), None);
     }
 
     #[test]

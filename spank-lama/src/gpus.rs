@@ -13,8 +13,8 @@ use crate::placement::{StepCpus, TaskPlacement};
 use crate::request::StepRequest;
 use lama_engine::{place_by_gpu_ranked, Device, DeviceKind, GpuError, GpuRequest, Machine};
 use lama_slurm::gpu::{
-    gpus_per_task, group_notes, numbers_gpus_locally, parse_indexes, step_gpus, step_gpus_by_uuid,
-    vendor_tokens, visible_variable, SlurmGpuBind, VendorTokens,
+    conf_value, gpus_per_task, group_notes, numbers_gpus_locally, parse_indexes, step_gpus,
+    step_gpus_by_uuid, vendor_tokens, visible_variable, SlurmGpuBind, VendorTokens,
 };
 
 /// The GPUs of a step on this node, as Slurm gave them.
@@ -109,14 +109,25 @@ fn numbered_locally(
     let path = slurm_conf.ok_or(
         "slurmstepd has no SLURM_CONF of its own (slurmd sets it), so slurm.conf cannot be read",
     )?;
-    let conf = file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    // TaskPlugin as slurmstepd itself parsed it (Include files too), where it can say; the
+    // file's own line only outside Slurm (tests).
+    let task_plugin = match crate::slurm_conf::task_plugin() {
+        Some(t) => Some(t),
+        None => {
+            let conf = file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            conf_value(&conf, "TaskPlugin")
+        }
+    };
     let cgroup = path.with_file_name("cgroup.conf");
     let cgroup_conf = match file(&cgroup) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("cannot read {}: {e}", cgroup.display())),
     };
-    Ok(numbers_gpus_locally(&conf, cgroup_conf.as_deref()))
+    Ok(numbers_gpus_locally(
+        task_plugin.as_deref(),
+        cgroup_conf.as_deref(),
+    ))
 }
 
 /// The GPUs of `machine` (PCI bus order).

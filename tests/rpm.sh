@@ -65,6 +65,14 @@ t_configure_finds() {
     PATH=$work/bin:$PATH CONFIG_MK=$work/c.mk ./configure --with-slurm="$build/slurm-include/usr" \
         --plugindir=/usr/lib64/slurm 2> "$work/err" && { fail "Rust 1.80 was accepted"; return 1; }
     grep -qF "Rust 1.80.0 is older than 1.85" "$work/err" || fail "Rust 1.80: $(cat "$work/err")" || return 1
+    # --option VALUE as autoconf takes it; the help is the header's text, every line of it.
+    slurm_flavour 24.11 "$top"
+    CONFIG_MK=$work/space.mk ./configure --with-slurm "$build/slurm-include/usr" --plugindir /usr/lib64/slurm \
+        2> "$work/err" || { fail "--with-slurm DIR: $(cat "$work/err")"; return 1; }
+    assert_eq "--with-slurm DIR" 24.11 "$(awk '$1 == "SLURM_RELEASE" { print $3 }' "$work/space.mk")" || return 1
+    ./configure --help > "$work/help" || { fail "./configure --help failed"; return 1; }
+    head -n1 "$work/help" | grep -q '^Configures the build' && tail -n1 "$work/help" | grep -q 'with-slurm.s bin$' \
+        || fail "configure --help: $(head -n1 "$work/help") ... $(tail -n1 "$work/help")" || return 1
     ./configure --with-slurmm=/usr 2> "$work/err" && { fail "an unknown option was accepted"; return 1; }
     grep -qF "unknown option --with-slurmm=/usr" "$work/err" || fail "unknown option: $(cat "$work/err")" || return 1
     CONFIG_MK=$work/none.mk ./configure --with-slurm="$work" 2> "$work/err" && { fail "a prefix without headers was accepted"; return 1; }

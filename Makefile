@@ -32,11 +32,15 @@ ZSHDIR ?= $(DATADIR)/zsh/site-functions
 # bindings also take -I), and the plugin directory the manual pages and lama --version name.
 BUILD_ENV := CPATH=$(SLURM_INCLUDE) BINDGEN_EXTRA_CLANG_ARGS=-I$(SLURM_INCLUDE) \
 	LAMA_PLUGINDIR=$(PLUGINDIR)
+# lama reads no Slurm header: built without them, its dependencies (Scotch's bindings, whose
+# bindgen follows BINDGEN_EXTRA_CLANG_ARGS) are the same for every Slurm release, and a
+# build for another release compiles only what names the plugin directory.
+CLI_ENV := LAMA_PLUGINDIR=$(PLUGINDIR)
 
 .PHONY: all built install uninstall deb rpm dist clean
 all:
 	$(BUILD_ENV) $(CARGO) build --release $(CARGO_FLAGS) -p spank-lama --lib --example manpage
-	$(BUILD_ENV) $(CARGO) build --release $(CARGO_FLAGS) -p lama-cli
+	$(CLI_ENV) $(CARGO) build --release $(CARGO_FLAGS) -p lama-cli
 	@built=$$(grep -ao 'spank-lama built for Slurm [0-9.]*' $(RELEASE_DIR)/libspank_lama.so | head -n1); \
 	case "$$built" in *" $(SLURM_VERSION)") ;; \
 	*) echo "make: $(RELEASE_DIR)/libspank_lama.so says '$$built', not Slurm $(SLURM_VERSION)" >&2; exit 1 ;; esac; \

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
-packages=(libhwloc-dev hwloc libclang-dev clang pkg-config libudev-dev libscotch-dev libbz2-dev liblzma-dev mmdebstrap
+packages=(libhwloc-dev hwloc libclang-dev clang g++ pkg-config libudev-dev libscotch-dev libbz2-dev liblzma-dev mmdebstrap
     debian-archive-keyring ca-certificates git jq lintian binutils dpkg-dev make
     qemu-system-x86 openssh-client zstd xz-utils e2fsprogs rpm cpio)
 missing=()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test and lint: unit, golden, property and integration tests of the crates (cargo
-# test), clippy, the Debian packages, configure and the RPM spec (tests/rpm.sh), the whole
+# test), clippy, a time-boxed coverage-guided fuzzing run (scripts/fuzz.sh), the Debian packages, configure and the RPM spec (tests/rpm.sh), the whole
 # end-to-end suite (tests, MPI, fault tests, configuration matrix) on a docker Slurm cluster of
 # its own for each supported Slurm, 24.11 (Debian trixie) and 26.05 (Debian sid), a subset on
 # Slurm 24.11 built from source in SchedMD's layout (tests/e2e/ci.sh: started, tested, daemon
@@ -74,6 +74,9 @@ vm_test() {
     # vmnode/vm.sh) go first and these fill the gaps.
     part crates image-24.11 -- nice -n 5 cargo test --workspace
     part clippy crates -- nice -n 5 cargo clippy --workspace --all-targets -- -D warnings
+    # Coverage-guided fuzzing of every parser of user input, 15 s a target from the corpus in
+    # fuzz/corpus (scripts/fuzz.sh): a crash or an input over 2 s fails it.
+    part fuzz crates -- nice -n 5 scripts/fuzz.sh 15
     # The README's try-out, as written (tests/readme.sh).
     part readme crates -- nice -n 5 tests/readme.sh
     [ -z "$with_src" ] || part deb-src-24.11 image-src-24.11 -- env LAMA_DEB_FAST=1 nice -n 5 scripts/package.sh src-24.11

@@ -16,7 +16,12 @@ fuzz_target!(|data: &[u8]| {
     let _ = Membind::parse(text);
     if let Ok(ranges) = CpuList::ranges(text) {
         // Expanded only where it is small, as the plan parser does.
-        if ranges.iter().map(|&(a, b)| u64::from(b - a) + 1).sum::<u64>() <= 1 << 16 {
+        if ranges
+            .iter()
+            .map(|&(a, b)| u64::from(b - a) + 1)
+            .sum::<u64>()
+            <= 1 << 16
+        {
             let list = CpuList::parse(text).unwrap();
             assert_eq!(CpuList::parse(&list.to_string()).unwrap(), list);
         }

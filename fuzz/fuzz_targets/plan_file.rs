@@ -20,7 +20,10 @@ fuzz_target!(|data: &[u8]| {
         let here = PlanFile::parse_for_node(text, &query);
         if let Ok(p) = &here {
             assert!(p.here.len() <= 2 && p.total == 3);
-            assert!(p.here.iter().all(|(_, r)| r.cpus.cpus().iter().all(|&c| c < 64)));
+            assert!(p
+                .here
+                .iter()
+                .all(|(_, r)| r.cpus.cpus().iter().all(|&c| c < 64)));
         }
     }
     let _ = read_for_node(data, &query, max_plan_bytes(3));

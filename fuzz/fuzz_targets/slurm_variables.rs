@@ -23,6 +23,9 @@ fuzz_target!(|data: &[u8]| {
     // A launcher's environment: KEY=VALUE lines.
     let env: Vec<(&str, &str)> = text.lines().filter_map(|l| l.split_once('=')).collect();
     let _ = lama_slurm::launcher::find(|k| {
-        env.iter().rev().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        env.iter()
+            .rev()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
     });
 });

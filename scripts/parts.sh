@@ -8,6 +8,8 @@
 #   parts_init DIR           the run's directory (emptied): logs, times.tsv
 #   part NAME [NEED...] -- CMD...     runs CMD as part NAME once every NEED has passed (a
 #                            NEED written ~NAME: once NAME has ended, whatever its result)
+#   parts_ended NAME         whether NAME has ended (for a lane's own waits; PARTS_AFTER then
+#                            names what it waited on, for the critical path)
 #   parts_report             the table; returns non-zero if any part failed or was not run
 #   parts_watch SECONDS      from then on a warning is printed every 5 minutes, so that a
 #                            run that grows towards CI's bound is seen long before it
@@ -27,8 +29,9 @@ part() {
     shift
     echo "$name" >> "$parts_dir/order"
     echo "${PARTS_LANE:-main}" > "$parts_dir/$name.lane"
-    # What it waited for: its needs and the part before it in its lane (the critical path).
-    echo "${parts_prev:-}" "${needs[@]#"~"}" > "$parts_dir/$name.after"
+    # What it waited for: its needs, the part before it in its lane, and what the lane waited
+    # on before it (PARTS_AFTER): the critical path.
+    echo "${parts_prev:-}" "${needs[@]#"~"}" ${PARTS_AFTER:-} > "$parts_dir/$name.after"
     parts_prev=$name
     for need in "${needs[@]}"; do
         # ~NAME: only after NAME has ended, whatever its result (an order, not a need).
@@ -127,20 +130,24 @@ parts_report() {
 # The chain of parts the run waited on: from the part that ended last, back through what each
 # waited for (its needs, the part before it in its lane), the one of them that ended last.
 parts_critical() {
-    local name best end e p chain=
+    local name best end start e p chain=
     name=$(while read -r p; do echo "$(cat "$parts_dir/$p.end" 2>/dev/null || echo 0) $p"; done < "$parts_dir/order" \
         | sort -n | tail -n1 | cut -d' ' -f2)
     while [ -n "$name" ]; do
         chain="$name ($(parts_clock "$(cat "$parts_dir/$name.start" 2>/dev/null || echo "$parts_t0")")-$(parts_clock "$(cat "$parts_dir/$name.end" 2>/dev/null || echo "$parts_t0")"))${chain:+ -> }$chain"
-        best= end=-1
+        best= end=-1 start=$(cat "$parts_dir/$name.start" 2>/dev/null || echo 0)
         for p in $(cat "$parts_dir/$name.after" 2>/dev/null); do
             e=$(cat "$parts_dir/$p.end" 2>/dev/null || echo 0)
-            if [ "$e" -gt "$end" ]; then best=$p end=$e; fi
+            # (Only what had ended when it started: an alternative it did not wait for ends later.)
+            if [ "$e" -gt "$end" ] && [ "$e" -le "$start" ]; then best=$p end=$e; fi
         done
         name=$best
     done
     echo "$chain"
 }
+
+# Whether part NAME has ended (passed, failed or not run).
+parts_ended() { [ -f "$parts_dir/$1.rc" ]; }
 
 # Prints a warning once the run has lasted SECONDS, then every 5 minutes (in the background:
 # kill $parts_watcher at the end).

@@ -13,8 +13,8 @@
 # each part takes): "build" (crates, clippy, packages, RPM: the CPU-bound parts), "images"
 # (the clusters' and guests' images: mostly downloads and dpkg), "docker-24.11" and
 # "docker-26.05" (the docker suites, which mostly wait on Slurm) and a lane per QEMU guest
-# ("guest-24.11", "guest-26.05": each keeps one core busy; the second starts once the docker
-# suites have ended). A part
+# ("guest-24.11", "guest-26.05": each keeps one core busy; the second starts once the first
+# or the docker suites have ended). A part
 # starts once the parts it needs have passed; each part's output is in its own log under
 # target/test-logs (LAMA_TEST_LOGS=DIR elsewhere), and the end of the run prints every part's
 # lane, start, time, result and test counts, the logs of the parts that failed, and a closing
@@ -110,16 +110,20 @@ for f in "${flavours[@]}"; do
     lanes+=($!)
 done
 # guests: each keeps a core busy. The first starts once its package and image are there; the
-# second (a full run's 26.05 guest) once the docker suites have ended, whatever their result,
-# and runs beside the first: by then the builds and the clusters have left a core to it
-# (docs/testing.md: one after the other, the guests were the run's length).
+# second (a full run's 26.05 guest) once a core is free for it: when the first guest has
+# ended, or the docker suites have, whichever comes first (docs/testing.md: one after the
+# other, the guests were the run's length; beside the suites and the builds, a second guest
+# would starve them all).
+second_guest_may_start() { parts_ended guest-24.11 || { parts_ended e2e-24.11 && parts_ended e2e-26.05; }; }
 if [ -z "$vm_why" ]; then
     for f in "${flavours[@]}"; do
         (
             set +e; PARTS_LANE=guest-$f
-            after=()
-            if [ ${#flavours[@]} -gt 1 ] && [ "$f" == 26.05 ]; then after=("~e2e-24.11" "~e2e-26.05"); fi
-            part "guest-$f" "deb-$f" "image-$f" "guest-image-$f" "${after[@]}" -- vm_test "$f"
+            if [ ${#flavours[@]} -gt 1 ] && [ "$f" == 26.05 ]; then
+                until second_guest_may_start; do sleep 2; done
+                PARTS_AFTER="guest-24.11 e2e-24.11 e2e-26.05"
+            fi
+            part "guest-$f" "deb-$f" "image-$f" "guest-image-$f" -- vm_test "$f"
         ) &
         lanes+=($!)
     done

@@ -72,8 +72,9 @@ vm_test() {
     # Then the rest at a lower priority (nice 5): nothing waits for them but the source-built
     # cluster, which comes after 24.11's suite, so the clusters and the guest (nice -5,
     # vmnode/vm.sh) go first and these fill the gaps.
-    part crates image-24.11 -- nice -n 5 cargo test --workspace
-    part clippy crates -- nice -n 5 cargo clippy --workspace --all-targets -- -D warnings
+    # (Without incremental compilation: a fresh clone's build only pays for writing its state.)
+    part crates image-24.11 -- env CARGO_INCREMENTAL=0 nice -n 5 cargo test --workspace
+    part clippy crates -- env CARGO_INCREMENTAL=0 nice -n 5 cargo clippy --workspace --all-targets -- -D warnings
     # Coverage-guided fuzzing of every parser of user input, 15 s a target from the corpus in
     # fuzz/corpus (scripts/fuzz.sh): a crash or an input over 2 s fails it.
     part fuzz crates -- nice -n 5 scripts/fuzz.sh 15

@@ -28,8 +28,14 @@ grep -q 'replace-with = "vendored-sources"' "$work/$name/.cargo/config.toml" \
 sed -i 's|directory = ".*/vendor"|directory = "vendor"|' "$work/$name/.cargo/config.toml"
 sed "s|@VERSION@|$version|g" packaging/rpm/spank-lama.spec.in > "$work/$name/spank-lama.spec"
 mkdir -p "$out"
-# Reproducible: owners, order and times fixed (the last commit's date).
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$(git log -1 --format=%ct)" \
-    -C "$work" -c "$name" | gzip -6n > "$out/$name.tar.gz"
+# Reproducible: owners, order and times fixed: the last commit's date, and for the vendored
+# crates the date Cargo.lock last changed, so that a build keeping its cargo directory (and
+# its tree: tests/rpm.sh) finds them unchanged from one commit to the next (cargo compares a
+# build script's files by time) and compiles only the workspace again.
+commit_time=$(git log -1 --format=%ct)
+lock_time=$(git log -1 --format=%ct -- Cargo.lock)
+find "$work/$name" -exec touch -h -d "@$commit_time" {} +
+find "$work/$name/vendor" -exec touch -h -d "@${lock_time:-$commit_time}" {} +
+tar --sort=name --owner=0 --group=0 --numeric-owner -C "$work" -c "$name" | gzip -6n > "$out/$name.tar.gz"
 echo "make dist: $out/$name.tar.gz ($(du -k "$out/$name.tar.gz" | cut -f1) KiB)" >&2
 echo "$out/$name.tar.gz"

@@ -132,16 +132,24 @@ build_rpm() {
     local tarball
     tarball=$(DIST_DIR=$out make -s --no-print-directory dist 2> "$work/err" | tail -n1) \
         || { fail "make dist: $(cat "$work/err")"; return 1; }
-    rm -rf "$out/top"
-    # cargo's own directory, kept between runs (the vendored crates build once per machine).
-    # (Started from the 24.11 package's build, as the other releases' are, it saved nothing:
-    # cargo compiled every vendored crate again.)
-    rpmbuild -ta --nodeps "$tarball" --define "_topdir $out/top" \
+    # rpmbuild's tree and cargo's directory are kept in this machine's cache, as the docker
+    # images are: the vendored crates' paths and times (scripts/make-dist.sh) are the same from
+    # one run and one clone to the next, so cargo compiles them once per Cargo.lock and then
+    # only the workspace. (Started from the 24.11 package's build instead, cargo compiled every
+    # vendored crate again: their sources sit elsewhere.) One RPM build at a time.
+    local cache=${LAMA_RPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/spank-lama/rpm}
+    mkdir -p "$cache" || { fail "cannot make $cache"; return 1; }
+    exec 7> "$cache/.lock"
+    flock 7
+    rm -rf "$cache/top/RPMS" "$cache/top/SRPMS" "$cache/top/BUILDROOT"
+    rpmbuild -ta --nodeps "$tarball" --define "_topdir $cache/top" \
         --define "slurm_include $build/slurm-include/usr/include" \
         --define "slurm_plugindir /usr/lib64/slurm" --define "slurm_package slurm" \
-        --define "slurm_bindir /usr/bin" --define "cargo_target_dir $out/cargo" \
+        --define "slurm_bindir /usr/bin" --define "cargo_target_dir $cache/cargo" \
         > "$out/rpmbuild.log" 2>&1 || { fail "rpmbuild -ta failed: $(tail -n 20 "$out/rpmbuild.log")"; return 1; }
-    rpm_file=$(ls "$out"/top/RPMS/*/spank-lama-*.rpm)
+    echo "    rpmbuild compiled $(grep -c '^ *Compiling ' "$out/rpmbuild.log") crate(s) (cargo's directory: $cache/cargo)" >&2
+    rm -rf "$out/top" && mkdir -p "$out/top/RPMS" && cp "$cache"/top/RPMS/*/spank-lama-*.rpm "$out/top/RPMS/" || return 1
+    rpm_file=$(ls "$out"/top/RPMS/spank-lama-*.rpm)
     echo "    built $rpm_file" >&2
 }
 

@@ -17,6 +17,7 @@
 #                          passed through, its exit status returned
 #   vmnode/vm.sh logs      slurmctld's and slurmd's logs, and the guest's console
 #   vmnode/vm.sh status    the guest, its daemons and sinfo
+#   vmnode/vm.sh running   exit status 0 if the guest's QEMU runs
 #   vmnode/vm.sh check     whether this machine can run the guest; prints the reason if not
 #   vmnode/vm.sh test [TEST...]  check, up, tests/vm/run.sh, logs on failure, down
 # Environment:
@@ -214,27 +215,57 @@ prioritise() {
 # 600 s here, under the boot's own bound.
 slow_boot="systemd.default_timeout_start_sec=600"
 
+# start_qemu DIR PORT: starts the guest's QEMU in a session of its own (it outlives this
+# script, as a daemon would), its output and, when it ends, its exit status in qemu.log; returns
+# once its pid file names a running QEMU that has opened the ssh port, 1 if it ended first.
+# (Not -daemonize: a daemonized QEMU sends its later messages to /dev/null and nobody sees its
+# exit status, so a guest that vanished in the middle of a run could not say why: CI lost the
+# 26.05 guest that way once, between two tests, with nothing to read.)
+start_qemu() {
+    local dir=$1 port=$2
+    rm -f "$run/qemu.pid" "$run/console.log" "$run/qemu.log"
+    # The guest's writes go to a temporary snapshot; the image stays as built. Its only network
+    # is QEMU's user-mode network, restricted (no route out of the guest), with the guest's
+    # sshd forwarded to a loopback port of the host.
+    setsid bash -c '"$@"; rc=$?; echo "vmnode: QEMU ended at $(date +%T) with exit status $rc"' qemu \
+        qemu-system-x86_64 -name "$qemu_name" "${qemu_machine[@]}" \
+        -kernel "$dir/vmlinux" -initrd "$dir/initrd.img" \
+        -append "root=/dev/vda rw console=ttyS0 quiet panic=-1 $slow_boot" -no-reboot \
+        -drive "file=$dir/root.img,if=none,id=root,format=raw,snapshot=on" \
+        -device virtio-blk-pci,drive=root,bus=pcie.0 \
+        -netdev "user,id=ssh,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
+        -device virtio-net-pci,netdev=ssh,bus=pcie.0,mac=52:54:00:00:00:22 \
+        -display none -monitor none -serial "file:$run/console.log" \
+        -pidfile "$run/qemu.pid" < /dev/null > "$run/qemu.log" 2>&1 &
+    # QEMU writes its pid file before it opens the forwarded port (where a taken port ends it)
+    # and the serial file after both: started once the console file exists.
+    local deadline=$((SECONDS + 60))
+    until running && [ -e "$run/console.log" ]; do
+        grep -q '^vmnode: QEMU ended' "$run/qemu.log" 2>/dev/null && return 1
+        [ $SECONDS -lt $deadline ] || { echo "vmnode: QEMU started nothing in 60 s" >&2; return 1; }
+        sleep 0.2
+    done
+}
+
+# Why the guest's QEMU is gone, for a run that finds it gone: QEMU's own messages and exit
+# status (137: SIGKILL, the host's OOM killer or a kill -9; 0 with a panic in the console: the
+# guest's kernel panicked, panic=-1 and -no-reboot end QEMU) and the end of the console.
+why_stopped() {
+    echo "vmnode: the Slurm $flavour guest's QEMU is gone; its output:" >&2
+    grep -v "TCG doesn't support requested feature" "$run/qemu.log" 2>/dev/null | tail -n 10 | sed 's/^/    /' >&2
+    grep -q '^vmnode: QEMU ended' "$run/qemu.log" 2>/dev/null \
+        || echo "    (no exit status: QEMU's wrapper was killed too, or QEMU is not this run's)" >&2
+    grep -m 3 -E 'Kernel panic|Oops|BUG:|Out of memory' "$run/console.log" 2>/dev/null | tr -d '\r' | sed 's/^/    console: /' >&2
+    console_tail
+}
+
 boot() {
     local dir=$1 port=${LAMA_VM_PORT:-10022} t0=$SECONDS try
     for try in 1 2 3; do
         port=$(free_port "$port")
         echo "$port" > "$run/port"
-        rm -f "$run/qemu.pid" "$run/console.log"
         log "booting the Slurm $flavour guest (QEMU TCG, 16 CPUs: 2 packages x 2 dies x 2 cores x 2 threads, 4 NUMA nodes; ssh on 127.0.0.1:$port)"
-        # The guest's writes go to a temporary snapshot; the image stays as built. Its only
-        # network is QEMU's user-mode network, restricted (no route out of the guest), with the
-        # guest's sshd forwarded to a loopback port of the host.
-        if qemu-system-x86_64 -name "$qemu_name" "${qemu_machine[@]}" \
-            -kernel "$dir/vmlinux" -initrd "$dir/initrd.img" \
-            -append "root=/dev/vda rw console=ttyS0 quiet panic=-1 $slow_boot" -no-reboot \
-            -drive "file=$dir/root.img,if=none,id=root,format=raw,snapshot=on" \
-            -device virtio-blk-pci,drive=root,bus=pcie.0 \
-            -netdev "user,id=ssh,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
-            -device virtio-net-pci,netdev=ssh,bus=pcie.0,mac=52:54:00:00:00:22 \
-            -display none -monitor none -serial "file:$run/console.log" \
-            -daemonize -pidfile "$run/qemu.pid" 2> "$run/qemu.log"; then
-            break
-        fi
+        start_qemu "$dir" "$port" && break
         # Another program may have taken the port between the look and the start.
         if grep -q 'host forwarding' "$run/qemu.log" && [ $try -lt 3 ]; then
             port=$((port + 1))
@@ -247,7 +278,7 @@ boot() {
     prioritise "$(cat "$run/qemu.pid")"
     local bound=${LAMA_VM_BOOT_TIMEOUT:-900}
     if ! wait_until "$bound" "the guest's sshd" guest true; then
-        console_tail
+        if running; then console_tail; else why_stopped; fi
         return 1
     fi
     # One connection shared by every later command (a new one costs about a second under TCG).
@@ -411,6 +442,7 @@ cmd_test() {
         local logs=${TMPDIR:-/tmp}/spank-lama-vm-logs-$flavour.txt
         cmd_logs > "$logs" 2>&1 || true
         echo "vmnode: daemon logs and console in $logs" >&2
+        running || why_stopped
     fi
     cmd_down
     log "Slurm $flavour guest: build, boot and tests took $((SECONDS - t0))s"
@@ -432,6 +464,7 @@ case "${1:-}" in
         fi
         ;;
     check) cmd_check && echo "vmnode: this machine can run the guest" ;;
+    running) running ;;
     test) shift; cmd_test "$@" ;;
     *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
 esac

@@ -1,10 +1,12 @@
 //! `lama map` with a layout led by `g`: which task gets which GPU, NIC and CPUs, node by node,
 //! with tasks split over the nodes as `srun -N -n` does by default (docs/devices.md).
 
-use crate::{
-    cpu_unit, lama_order, nodes_of, print, print_human, rank_split, Failure, JsonDevice,
-    JsonGpuRequest, JsonNode, JsonPlacement, JsonProcess, JsonRequest, MapArgs,
-};
+use crate::cli::MapArgs;
+use crate::json::{JsonDevice, JsonGpuRequest, JsonNode, JsonPlacement, JsonProcess, JsonRequest};
+use crate::nodes::{cpu_unit, nodes_of};
+use crate::output::{picture_for, print, print_human};
+use crate::ranks::{lama_order, rank_range, rank_split};
+use crate::Failure;
 use lama_engine::{
     gpu_name, numa_nodes, place_bound_in_order, place_by_gpu_ranked, render, Bind, Device,
     DeviceKind, GpuError, GpuRequest, GpuTask, Machine, Membind,
@@ -192,12 +194,12 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
     let chosen = args
         .ranks
         .as_deref()
-        .map(|r| crate::rank_range(r, args.np as usize))
+        .map(|r| rank_range(r, args.np as usize))
         .transpose()?;
     let in_ranks = |rank: u32| chosen.is_none_or(|(first, last)| (first..=last).contains(&rank));
     // The picture as lama map's CPU tables choose it (--picture, the terminal's width): the
     // other columns take about 60 characters.
-    let picture = crate::picture_for(args.picture, nodes.iter().copied(), 60);
+    let picture = picture_for(args.picture, nodes.iter().copied(), 60);
     let mut used_binds = std::collections::BTreeSet::new();
     for (k, (&m, node_ranks)) in nodes.iter().zip(&ranks).enumerate() {
         let np = node_ranks.len() as u32;

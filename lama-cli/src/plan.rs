@@ -1,10 +1,14 @@
 //! `lama plan`: communication-aware placement with Scotch, guarded by LAMA layouts, written as a
 //! plan for `srun --lama-plan` and a `SLURM_HOSTFILE` for `srun -m arbitrary`.
 
-use crate::{hostlist, load, print, restricted, Failure, JsonProcess, Restrictions};
+use crate::json::JsonProcess;
+use crate::nodes::{load, restricted, Restrictions};
+use crate::output::{picture_for, print, print_human};
+use crate::Failure;
 use clap::Args;
 use lama_engine::{render, CpuList, Machine};
 use lama_plan::cost::{Distances, System};
+use lama_plan::hostlist;
 use lama_plan::matrix::{CommMatrix, Format};
 use lama_plan::network::Network;
 use lama_plan::traffic;
@@ -83,8 +87,8 @@ pub(crate) struct PlanArgs {
     json: bool,
     /// The table's picture column, as lama map's: auto (full, or compact on a terminal too
     /// narrow for it), always, compact or never.
-    #[arg(long, value_enum, value_name = "WHEN", default_value_t = crate::PictureWhen::Auto)]
-    picture: crate::PictureWhen,
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = crate::cli::PictureWhen::Auto)]
+    picture: crate::cli::PictureWhen,
 }
 
 /// The plan's nodes: --node-names, else this host alone; -N must agree.
@@ -340,7 +344,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     if args.explain {
         out += &explain(&plan, distances);
     }
-    let picture = crate::picture_for(args.picture, refs.iter().copied(), 40);
+    let picture = picture_for(args.picture, refs.iter().copied(), 40);
     out += &table(&plan, &names, &refs, picture);
     if let Some(prefix) = &args.out {
         out += &format!(
@@ -349,7 +353,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
             p = prefix.display()
         );
     }
-    crate::print_human(&out)
+    print_human(&out)
 }
 
 /// A change in percent, never "-0.0%".

@@ -738,7 +738,7 @@ pub fn run(args: VerifyArgs) -> Result<(), Failure> {
     } else {
         line(&report)
     };
-    crate::print(&format!("{text}\n"))?;
+    crate::output::print(&format!("{text}\n"))?;
     if let Some(s) = status {
         if !s.success() {
             use std::os::unix::process::ExitStatusExt;
@@ -762,7 +762,7 @@ fn collect(np: Option<u32>) -> Result<(), Failure> {
         .filter_map(|l| collected(&l))
         .collect();
     let (ok, text) = summary(&tasks, np);
-    crate::print(&text)?;
+    crate::output::print(&text)?;
     if ok {
         Ok(())
     } else {

@@ -1,8 +1,8 @@
 //! `lama map` with a layout led by `g`: which task gets which GPU, NIC and CPUs, node by node,
 //! with tasks split over the nodes as `srun -N -n` does by default (docs/devices.md).
 
-use crate::cli::MapArgs;
 use crate::json::{JsonDevice, JsonGpuRequest, JsonNode, JsonPlacement, JsonProcess, JsonRequest};
+use crate::map_args::MapArgs;
 use crate::nodes::{cpu_unit, nodes_of};
 use crate::output::{picture_for, print, print_human};
 use crate::ranks::{lama_order, rank_range, rank_split};

@@ -17,6 +17,7 @@ mod gpu;
 mod json;
 mod manual;
 mod map;
+mod map_args;
 mod nodes;
 mod output;
 mod plan;

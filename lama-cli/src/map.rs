@@ -1,7 +1,7 @@
 //! `lama map`: place the processes as the plugin would and show where each one goes.
 
-use crate::cli::MapArgs;
 use crate::env_preview::EnvPreview;
+use crate::map_args::MapArgs;
 use crate::nodes::{cpu_unit, nodes_of, Nodes};
 use crate::output::{picture_for, print, print_human, ROW_BESIDES_PICTURE};
 use crate::ranks::{rank_range, rank_split, RankSplit};

@@ -1,6 +1,6 @@
 //! The nodes of a preview: each `--topology` loaded, `--restrict`ed and named.
 
-use crate::cli::MapArgs;
+use crate::map_args::MapArgs;
 use crate::Failure;
 use lama_engine::{CpuList, CpuUnit, Machine};
 use lama_hwloc::Source;

@@ -1,10 +1,18 @@
 //! How `lama` writes: plain or coloured text fitted to the terminal, and which picture the
 //! tables show.
 
-use crate::cli::PictureWhen;
 use crate::{color, Failure};
 use lama_engine::{render, Machine};
 use std::io::Write;
+
+/// When the tables show their picture column (`--picture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PictureWhen {
+    Auto,
+    Always,
+    Compact,
+    Never,
+}
 
 /// The columns of the terminal standard output is, if it is one.
 pub(crate) fn terminal_columns() -> Option<usize> {

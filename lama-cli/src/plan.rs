@@ -87,8 +87,8 @@ pub(crate) struct PlanArgs {
     json: bool,
     /// The table's picture column, as lama map's: auto (full, or compact on a terminal too
     /// narrow for it), always, compact or never.
-    #[arg(long, value_enum, value_name = "WHEN", default_value_t = crate::cli::PictureWhen::Auto)]
-    picture: crate::cli::PictureWhen,
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = crate::output::PictureWhen::Auto)]
+    picture: crate::output::PictureWhen,
 }
 
 /// The plan's nodes: --node-names, else this host alone; -N must agree.

@@ -1,7 +1,7 @@
 //! How srun deals a preview's ranks to its nodes (`--distribution`, `--tasks-per-node`,
 //! `--ntasks-per-node`) and `--ranks`.
 
-use crate::cli::MapArgs;
+use crate::map_args::MapArgs;
 use crate::nodes::Nodes;
 use crate::Failure;
 use lama_engine::{cpus_covered, CpuUnit, Placement};

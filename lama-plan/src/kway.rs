@@ -51,7 +51,7 @@ pub(crate) fn refine(graph: &Local, part: &mut [usize], room: &Room<'_>, seed: u
     for level in &levels {
         labels = lifted(level, &labels);
     }
-    let mut rng = crate::multisect::seeded(seed);
+    let mut rng = crate::rng::seeded(seed);
     let mut gained = 0.0;
     for level in levels.iter().rev() {
         gained += passes(&level.graph, &level.weight, &mut labels, room, &mut rng);
@@ -177,7 +177,7 @@ impl Pass<'_> {
         let mut starts: Vec<usize> = (0..n)
             .filter(|&v| self.graph[v].iter().any(|&(u, _)| part[u] != part[v]))
             .collect();
-        crate::multisect::shuffle(&mut starts, rng);
+        crate::rng::shuffle(&mut starts, rng);
         let mut locked = vec![false; n];
         let mut moves: Vec<(usize, usize)> = Vec::new();
         let mut total = 0.0;
@@ -292,7 +292,7 @@ mod tests {
         // 600 vertices, each with 4 random partners of volume 1 to 100, dealt at random to 6
         // parts of 100: the V-cycle takes the cut down by what it says, and here every part
         // ends within one vertex of 100.
-        let mut rng = crate::multisect::seeded(11);
+        let mut rng = crate::rng::seeded(11);
         let mut next = |m: u64| {
             rng ^= rng << 13;
             rng ^= rng >> 7;
@@ -311,7 +311,7 @@ mod tests {
             }
         }
         let mut part: Vec<usize> = (0..600).map(|v| v % 6).collect();
-        crate::multisect::shuffle(&mut part, &mut 5);
+        crate::rng::shuffle(&mut part, &mut 5);
         let before = cut(&g, &part);
         let gained = refine(&g, &mut part, &full(&[100; 6]), 7);
         let after = cut(&g, &part);

@@ -22,6 +22,7 @@ pub mod matrix;
 pub mod network;
 mod refine;
 mod regroup;
+mod rng;
 mod scotch;
 pub mod stencil;
 pub mod traffic;
@@ -327,43 +328,6 @@ fn target(tree: &Tree, count: usize) -> scotch::Target {
     }
 }
 
-/// The communication graph with integer weights: the largest volume becomes 1000, or less
-/// when the sum of all arc weights would not fit Scotch's 32-bit integers.
-fn graph(matrix: &CommMatrix) -> scotch::Graph {
-    let n = matrix.ranks() as usize;
-    let max = matrix.pairs().iter().map(|p| p.2).fold(0.0f64, f64::max);
-    let arcs = 2 * matrix.pairs().len().max(1) as u64;
-    let top = (1000u64).min((i32::MAX as u64 / 4) / arcs).max(1) as f64;
-    let mut lists: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
-    for &(i, j, v) in matrix.pairs() {
-        let w = ((v / max * top).round() as u32).max(1);
-        lists[i as usize].push((j, w));
-        lists[j as usize].push((i, w));
-    }
-    let mut xadj = Vec::with_capacity(n + 1);
-    let mut adj = Vec::new();
-    let mut weights = Vec::new();
-    xadj.push(0);
-    for l in lists {
-        for (j, w) in l {
-            adj.push(j);
-            weights.push(w);
-        }
-        xadj.push(adj.len() as u32);
-    }
-    scotch::Graph { xadj, adj, weights }
-}
-
-/// Each rank's neighbours with volumes, for moving ranks.
-fn neighbours(matrix: &CommMatrix) -> Vec<Vec<(u32, f64)>> {
-    let mut n = vec![Vec::new(); matrix.ranks() as usize];
-    for &(i, j, v) in matrix.pairs() {
-        n[i as usize].push((j, v));
-        n[j as usize].push((i, v));
-    }
-    n
-}
-
 /// `Err` when the matrix is too dense to hand to Scotch.
 fn not_too_dense(matrix: &CommMatrix) -> Result<(), String> {
     if matrix.pairs().len() > MAX_SCOTCH_PAIRS {
@@ -471,7 +435,7 @@ pub fn plan_on(
     let slots = slots(machines, unit);
     enough_slots(np, slots.len(), unit)?;
     let tree = tree(system, paths, &slots, unit);
-    let near = neighbours(matrix);
+    let near = matrix.neighbours();
     let spots: Vec<Spot> = slots.iter().map(|s| (s.node, s.pu)).collect();
     let cost_of = |assign: &[usize]| -> f64 {
         let placed: Vec<Spot> = assign.iter().map(|&s| spots[s]).collect();
@@ -709,7 +673,7 @@ fn mapped(
         };
         (result, t0.elapsed().as_secs_f64())
     };
-    let rank_graph = graph(matrix);
+    let rank_graph = scotch::graph(matrix);
     let mut out: Vec<Mapped> = Vec::new();
     let (r, t) = both(&|_, s| scotch_mapping(matrix, &rank_graph, near, system, tree, s));
     out.push(("scotch".to_string(), r, t));

@@ -452,6 +452,18 @@ pub mod patterns {
     }
 }
 
+impl CommMatrix {
+    /// Each rank's neighbours with volumes, for moving ranks.
+    pub(crate) fn neighbours(&self) -> Vec<Vec<(u32, f64)>> {
+        let mut n = vec![Vec::new(); self.ranks() as usize];
+        for &(i, j, v) in self.pairs() {
+            n[i as usize].push((j, v));
+            n[j as usize].push((i, v));
+        }
+        n
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

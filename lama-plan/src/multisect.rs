@@ -11,6 +11,7 @@
 //! sizes are made exact after Scotch (which balances within a tolerance) by moving the ranks
 //! that lose the least connection.
 
+use crate::rng::{seeded, shuffle};
 use crate::scotch;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -481,22 +482,6 @@ fn shuffled(sizes: &[usize], seed: u64) -> Vec<usize> {
     part
 }
 
-/// The state of the pseudo-random generator of [`shuffle`] for `seed` (never zero).
-pub(crate) fn seeded(seed: u64) -> u64 {
-    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
-}
-
-/// Shuffles `items` in place (Fisher–Yates) with a xorshift generator whose state is `rng`,
-/// which it advances: the same state gives the same order on every machine.
-pub(crate) fn shuffle<T>(items: &mut [T], rng: &mut u64) {
-    for i in (1..items.len()).rev() {
-        *rng ^= *rng << 13;
-        *rng ^= *rng >> 7;
-        *rng ^= *rng << 17;
-        items.swap(i, (*rng % (i as u64 + 1)) as usize);
-    }
-}
-
 /// The volume a split cuts (each edge once).
 fn cut(g: &scotch::Graph, part: &[usize]) -> f64 {
     let mut total = 0.0;
@@ -709,11 +694,11 @@ mod tests {
     /// The rank graph of `n` ranks with these entries (repeats added up), as the plan makes
     /// it, and each rank's partners with their real volumes.
     fn graph_of(n: u32, entries: &[(u32, u32, u32)]) -> (scotch::Graph, Vec<Vec<(u32, f64)>>) {
-        let matrix = crate::CommMatrix::from_entries(
+        let matrix = crate::matrix::CommMatrix::from_entries(
             n,
             entries.iter().map(|&(a, b, w)| (a, b, f64::from(w))),
         );
-        (crate::graph(&matrix), crate::neighbours(&matrix))
+        (scotch::graph(&matrix), matrix.neighbours())
     }
 
     #[test]

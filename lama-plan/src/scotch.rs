@@ -2,6 +2,7 @@
 //! tree-leaf target architecture restricted to the leaves that exist (a sub-architecture), or
 //! partitioned into parts of given sizes (a weighted complete graph).
 
+use crate::matrix::CommMatrix;
 use scotch_sys as s;
 use std::mem::MaybeUninit;
 
@@ -302,6 +303,33 @@ fn mapped(
                 .ok_or_else(|| format!("Scotch returned terminal {p}, outside the {parts} parts"))
         })
         .collect()
+}
+
+/// The communication graph with integer weights: the largest volume becomes 1000, or less
+/// when the sum of all arc weights would not fit Scotch's 32-bit integers.
+pub(crate) fn graph(matrix: &CommMatrix) -> Graph {
+    let n = matrix.ranks() as usize;
+    let max = matrix.pairs().iter().map(|p| p.2).fold(0.0f64, f64::max);
+    let arcs = 2 * matrix.pairs().len().max(1) as u64;
+    let top = (1000u64).min((i32::MAX as u64 / 4) / arcs).max(1) as f64;
+    let mut lists: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
+    for &(i, j, v) in matrix.pairs() {
+        let w = ((v / max * top).round() as u32).max(1);
+        lists[i as usize].push((j, w));
+        lists[j as usize].push((i, w));
+    }
+    let mut xadj = Vec::with_capacity(n + 1);
+    let mut adj = Vec::new();
+    let mut weights = Vec::new();
+    xadj.push(0);
+    for l in lists {
+        for (j, w) in l {
+            adj.push(j);
+            weights.push(w);
+        }
+        xadj.push(adj.len() as u32);
+    }
+    Graph { xadj, adj, weights }
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ fn scotch_maps_onto_the_available_leaves() {
         links: vec![10, 1],
         leaves: vec![5, 6, 7],
     };
-    let g = graph(&patterns::ring(3));
+    let g = scotch::graph(&patterns::ring(3));
     let chosen = scotch::map(&g, &target).unwrap();
     assert_eq!(chosen.len(), 3);
     assert!(chosen.iter().all(|&c| c < 3));

@@ -67,7 +67,7 @@ pub(crate) fn coarsened<T: Copy + Default + PartialEq>(
     let unit = vec![1u32; graph.len()];
     let mut levels: Vec<Level> = Vec::new();
     let mut labels = label.to_vec();
-    let mut rng = crate::multisect::seeded(seed);
+    let mut rng = crate::rng::seeded(seed);
     loop {
         let (g, w) = levels
             .last()
@@ -109,7 +109,7 @@ fn matching<T: PartialEq>(
 ) -> Vec<usize> {
     let n = g.len();
     let mut order: Vec<usize> = (0..n).collect();
-    crate::multisect::shuffle(&mut order, rng);
+    crate::rng::shuffle(&mut order, rng);
     let mut up = vec![usize::MAX; n];
     let mut next = 0;
     for &v in &order {

@@ -175,3 +175,123 @@ fn ffi_lives_where_the_architecture_says() {
     }
     assert!(!dependencies("spank-lama").iter().any(|d| d == "lama-plan"));
 }
+
+/// The modules a source names (`crate::NAME`, `crate::{NAME, ...}`, and `super::NAME` in a
+/// module of the crate root), among `modules`; `crate::Item` and `super::Item` of the root count
+/// as the root (`root`).
+fn modules_named(text: &str, modules: &[String], root: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for prefix in ["crate::", "super::"] {
+        for (at, _) in text.match_indices(prefix) {
+            let rest = &text[at + prefix.len()..];
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group
+                    .split('}')
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|n| n.trim().split("::").next().unwrap_or_default())
+                    .collect(),
+                None => vec![rest
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or_default()],
+            };
+            for name in names.into_iter().filter(|n| !n.is_empty()) {
+                let module = if modules.iter().any(|m| m == name) {
+                    name
+                } else {
+                    root
+                };
+                if !out.iter().any(|m| m == module) {
+                    out.push(module.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_crate_has_an_import_circle_among_its_modules() {
+    for krate in [
+        "lama-engine",
+        "lama-hwloc",
+        "lama-slurm",
+        "lama-planfile",
+        "lama-man",
+        "lama-plan",
+        "lama-cli",
+        "spank-lama",
+    ] {
+        let src = top().join(krate).join("src");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&src)
+            .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
+            .map(|e| e.expect("an entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .collect();
+        files.sort();
+        let stem = |p: &PathBuf| p.file_stem().unwrap().to_string_lossy().into_owned();
+        let modules: Vec<String> = files.iter().map(stem).collect();
+        let root = if modules.iter().any(|m| m == "lib") {
+            "lib"
+        } else {
+            "main"
+        };
+        // Each module's edges: the crate root declares every module, so the circles that count
+        // are among the modules (the root's own items used by a module are allowed).
+        let edges: Vec<(String, Vec<String>)> = files
+            .iter()
+            .filter(|p| stem(p) != root)
+            .map(|p| {
+                let text = std::fs::read_to_string(p).expect("a source file");
+                // Code only: a doc comment's link to another module is no import.
+                let code: Vec<&str> = non_test(&text)
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .collect();
+                let named = modules_named(&code.join("\n"), &modules, root);
+                (
+                    stem(p),
+                    named
+                        .into_iter()
+                        .filter(|m| m != root && *m != stem(p))
+                        .collect(),
+                )
+            })
+            .collect();
+        // Depth-first search from every module; a module met again on the path is a circle.
+        fn visit(
+            m: &str,
+            edges: &[(String, Vec<String>)],
+            path: &mut Vec<String>,
+            done: &mut Vec<String>,
+        ) {
+            if done.iter().any(|d| d == m) {
+                return;
+            }
+            if let Some(at) = path.iter().position(|p| p == m) {
+                panic!("import circle: {} -> {m}", path[at..].join(" -> "));
+            }
+            path.push(m.to_string());
+            let next = edges
+                .iter()
+                .find(|(n, _)| n == m)
+                .map(|(_, e)| e.clone())
+                .unwrap_or_default();
+            for n in &next {
+                visit(n, edges, path, done);
+            }
+            path.pop();
+            done.push(m.to_string());
+        }
+        let mut done = Vec::new();
+        for (m, _) in &edges {
+            visit(m, &edges, &mut Vec::new(), &mut done);
+        }
+        assert!(
+            edges.len() + 1 >= modules.len(),
+            "{krate}: modules {modules:?}"
+        );
+    }
+}

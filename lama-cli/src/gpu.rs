@@ -92,26 +92,11 @@ pub(crate) fn slurm_binding(args: &MapArgs) -> SlurmGpuBind {
     }
 }
 
-/// `beside`: the layout has no 'g', and Slurm's per-task GPUs place each task (see main.rs).
+/// `lama map` with a layout led by 'g'; `beside`: the layout has no 'g', and Slurm's
+/// per-task GPUs place each task (map.rs).
 pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), Failure> {
     let binding = slurm_binding(args);
-    let mut req = req.clone();
-    match (&binding, binding.own_gpus_per_task()) {
-        (SlurmGpuBind::None, _) => {}
-        (_, Some(k)) => {
-            req.fixed = true;
-            req.gpus_per_task = k;
-        }
-        (kind, None) => {
-            return Err(Failure::Usage(format!(
-                "--gpu-bind {kind}: Slurm would make tasks share GPUs, or name each task's, and \
-                 which of a GPU's tasks each is can be read in no task, so the plugin refuses a \
-                 layout led by 'g' with it; preview --gpu-bind none (LAMA chooses), per_task:K \
-                 or single:1"
-            )))
-        }
-    }
-    let req = &req;
+    let req = &with_slurms_binding(req, &binding)?;
     if lama_order(args) {
         return Err(Failure::Usage(
             "-m arbitrary with a layout led by 'g': the plugin places GPU tasks node by node, \
@@ -135,13 +120,79 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
         None => vec![(0..args.np).collect()],
     };
     let counts: Vec<u32> = ranks.iter().map(|r| r.len() as u32).collect();
+    let membind = Membind::parse(&args.membind).map_err(|d| Failure::Usage(d.to_string()))?;
+    let mut out = Preview {
+        text: header(args, req, &binding, nodes.len(), &counts, beside),
+        json: json_skeleton(args, req, membind, &nodes, names.as_deref(), counts),
+        env_text: String::new(),
+        used_binds: Default::default(),
+    };
+    let shown = Shown {
+        args,
+        req,
+        membind,
+        wanted,
+        // --ranks, read once (an invalid one refused as for any layout).
+        chosen: args
+            .ranks
+            .as_deref()
+            .map(|r| rank_range(r, args.np as usize))
+            .transpose()?,
+        // The picture as lama map's CPU tables choose it (--picture, the terminal's width):
+        // the other columns take about 60 characters.
+        picture: picture_for(args.picture, nodes.iter().copied(), 60),
+    };
+    for (k, (&m, node_ranks)) in nodes.iter().zip(&ranks).enumerate() {
+        let name = names
+            .as_ref()
+            .map_or(m.name().to_string(), |n| n[k].clone());
+        shown.node(&mut out, k, m, &name, node_ranks)?;
+    }
+    if args.json {
+        let text = serde_json::to_string(&out.json)
+            .map_err(|e| Failure::Place(format!("cannot write JSON: {e}")))?;
+        return print(&text);
+    }
+    print_human(&out.finish(args, req))
+}
+
+/// The request with Slurm's GPU binding: per-task GPUs fix each task's GPUs (`fixed`); a
+/// binding that makes tasks share GPUs, or names each task's, is refused as the plugin
+/// refuses it.
+fn with_slurms_binding(req: &GpuRequest, binding: &SlurmGpuBind) -> Result<GpuRequest, Failure> {
+    let mut req = req.clone();
+    match (binding, binding.own_gpus_per_task()) {
+        (SlurmGpuBind::None, _) => {}
+        (_, Some(k)) => {
+            req.fixed = true;
+            req.gpus_per_task = k;
+        }
+        (kind, None) => {
+            return Err(Failure::Usage(format!(
+                "--gpu-bind {kind}: Slurm would make tasks share GPUs, or name each task's, and \
+                 which of a GPU's tasks each is can be read in no task, so the plugin refuses a \
+                 layout led by 'g' with it; preview --gpu-bind none (LAMA chooses), per_task:K \
+                 or single:1"
+            )))
+        }
+    }
+    Ok(req)
+}
+
+/// The preview's first lines: the request, how srun deals the tasks, who chooses the GPUs.
+fn header(
+    args: &MapArgs,
+    req: &GpuRequest,
+    binding: &SlurmGpuBind,
+    nodes: usize,
+    counts: &[u32],
+    beside: bool,
+) -> String {
     let mut text = format!(
-        "{req}: {} task(s) on {} node(s) (tasks per node {}, as srun -N{} -n{} -m {} gives \
-         them); {}\n",
+        "{req}: {} task(s) on {nodes} node(s) (tasks per node {}, as srun -N{nodes} -n{} -m {} \
+         gives them); {}\n",
         args.np,
-        nodes.len(),
-        count_list(&counts),
-        nodes.len(),
+        count_list(counts),
         args.np,
         args.distribution.as_deref().unwrap_or("block"),
         if req.fixed {
@@ -163,8 +214,19 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
             args.map, args.map, args.map
         );
     }
-    let membind = Membind::parse(&args.membind).map_err(|d| Failure::Usage(d.to_string()))?;
-    let mut json = JsonPlacement {
+    text
+}
+
+/// `--json` before the nodes are placed: the request and the nodes.
+fn json_skeleton(
+    args: &MapArgs,
+    req: &GpuRequest,
+    membind: Membind,
+    nodes: &[&Machine],
+    names: Option<&[String]>,
+    tasks_per_node: Vec<u32>,
+) -> JsonPlacement {
+    JsonPlacement {
         processes: Vec::new(),
         request: JsonRequest {
             layout: req.layout_text(),
@@ -183,35 +245,61 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
         nodes: nodes
             .iter()
             .enumerate()
-            .map(|(n, m)| JsonNode::of(n, m, names.as_deref()))
+            .map(|(n, m)| JsonNode::of(n, m, names))
             .collect(),
         devices: Vec::new(),
-        tasks_per_node: counts.clone(),
+        tasks_per_node,
         notes: Vec::new(),
-    };
-    let mut env_text = String::new();
-    // --ranks, read once (an invalid one refused as for any layout): whether it selects a rank.
-    let chosen = args
-        .ranks
-        .as_deref()
-        .map(|r| rank_range(r, args.np as usize))
-        .transpose()?;
-    let in_ranks = |rank: u32| chosen.is_none_or(|(first, last)| (first..=last).contains(&rank));
-    // The picture as lama map's CPU tables choose it (--picture, the terminal's width): the
-    // other columns take about 60 characters.
-    let picture = picture_for(args.picture, nodes.iter().copied(), 60);
-    let mut used_binds = std::collections::BTreeSet::new();
-    for (k, (&m, node_ranks)) in nodes.iter().zip(&ranks).enumerate() {
+    }
+}
+
+/// What the preview has written so far: the text, the JSON, the --env lines, and the
+/// bindings the tasks got (the default widened for -c, or its exact fallback).
+struct Preview {
+    text: String,
+    json: JsonPlacement,
+    env_text: String,
+    used_binds: std::collections::BTreeSet<String>,
+}
+
+/// What every node's part of the preview is made with.
+struct Shown<'a> {
+    args: &'a MapArgs,
+    req: &'a GpuRequest,
+    membind: Membind,
+    /// --gpus: the step's GPUs as Slurm numbers them (else all of a node's).
+    wanted: Option<Vec<u32>>,
+    /// --ranks.
+    chosen: Option<(u32, u32)>,
+    picture: render::PictureMode,
+}
+
+impl Shown<'_> {
+    /// Whether --ranks selects `rank`.
+    fn in_ranks(&self, rank: u32) -> bool {
+        self.chosen
+            .is_none_or(|(first, last)| (first..=last).contains(&rank))
+    }
+
+    /// Node `k` (`m`, named `name`) with its global ranks: placed as the plugin places it,
+    /// its notes, devices and tasks added to the JSON, and its table to the text unless
+    /// --node, --summary or --ranks leaves it out.
+    fn node(
+        &self,
+        out: &mut Preview,
+        k: usize,
+        m: &Machine,
+        name: &str,
+        node_ranks: &[u32],
+    ) -> Result<(), Failure> {
+        let (args, req) = (self.args, self.req);
         let np = node_ranks.len() as u32;
-        let name = names
-            .as_ref()
-            .map_or(m.name().to_string(), |n| n[k].clone());
         let all: Vec<&Device> = m
             .devices()
             .iter()
             .filter(|d| d.kind == DeviceKind::Gpu)
             .collect();
-        let mut slurm: Vec<u32> = match &wanted {
+        let mut slurm: Vec<u32> = match &self.wanted {
             Some(w) => w.clone(),
             None => all.iter().map(|d| d.index).collect(),
         };
@@ -237,8 +325,7 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
             )),
             e => Failure::Place(format!("node {name}: {e}")),
         })?;
-        // The bindings the tasks got (the default widened for -c, or its exact fallback).
-        used_binds.extend(
+        out.used_binds.extend(
             placed
                 .tasks
                 .iter()
@@ -247,17 +334,13 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
         );
         let cpu_notes = group_notes(m, &placed, req);
         for note in placed.notes.iter().chain(&cpu_notes) {
-            json.notes.push(format!("node {name}: {note}"));
+            out.json.notes.push(format!("node {name}: {note}"));
         }
         if args.node.is_some_and(|only| only as usize != k) || np == 0 {
-            continue;
+            return Ok(());
         }
         // --summary leaves out every node's table; --ranks the nodes without a chosen rank.
-        let shown = !args.summary && node_ranks.iter().any(|&r| in_ranks(r));
-        if shown {
-            text += &format!("\nnode {k} ({name}):\n");
-        }
-        let mut rows: Vec<[String; 6]> = Vec::new();
+        let shown = !args.summary && node_ranks.iter().any(|&r| self.in_ranks(r));
         for d in m.devices() {
             let near: Vec<u32> = placed
                 .tasks
@@ -266,115 +349,160 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
                 .filter(|(t, _)| render::inside(d, &t.bound_logical, t.pu_logical))
                 .map(|(_, &r)| r)
                 .collect();
-            json.devices.push(JsonDevice::of(k, m, d, near));
+            out.json.devices.push(JsonDevice::of(k, m, d, near));
         }
+        let node = PlacedNode {
+            k,
+            m,
+            gpus: &gpus,
+            slurm: &slurm,
+        };
+        let mut rows: Vec<[String; 6]> = Vec::new();
         for (t, &rank) in placed.tasks.iter().zip(node_ranks) {
-            let ids: Vec<u32> = t.gpus.iter().map(|&g| slurm[g]).collect();
-            let nic = t
-                .nic
-                .map(|n| lama_engine::nic_name(&m.devices()[n]).to_string());
-            let mut env = variables(
-                m,
-                &gpus,
-                &slurm,
-                t,
-                args.gpu_isolate,
-                (req.fixed, args.constrain_devices),
-            );
-            let mems = numa_nodes(m, &t.bound_logical);
-            if args.env {
-                let lama = lama_variables(m, req, t, membind, args);
-                if in_ranks(rank) {
-                    env_text += &format!(
-                        "  rank {rank:>4}: {}\n",
-                        lama.iter()
-                            .chain(&env)
-                            .map(|(k, v)| format!("{k}={v}"))
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    );
-                }
-                env.extend(lama);
+            if let Some(row) = self.task(out, &node, t, rank, shown) {
+                rows.push(row);
             }
-            if shown && in_ranks(rank) {
-                rows.push([
-                    rank.to_string(),
-                    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
-                    t.gpus
-                        .iter()
-                        .map(|&g| gpus[g].bus_id.clone())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    nic.clone().unwrap_or_else(|| "-".into()),
-                    t.cpus.to_string(),
-                    render::picture_cell(picture, m, &t.bound_logical),
-                ]);
-            }
-            json.processes.push(JsonProcess {
-                rank,
-                node: k as u32,
-                pu: m.pus()[t.pu_logical as usize].os,
-                cpus: t.cpus.cpus().to_vec(),
-                mems: (membind != Membind::None).then(|| mems.cpus().to_vec()),
-                env: Some(env.into_iter().collect()),
-                gpus: Some(ids),
-                gpu_bus_ids: Some(t.gpus.iter().map(|&g| gpus[g].bus_id.clone()).collect()),
-                nic,
-            });
         }
         if shown {
-            let headers = [
-                "rank",
-                "gpu(s)",
-                "bus id(s)",
-                "nic",
-                "cpus",
-                picture.header(),
-            ];
-            text += &render::table(headers, &rows);
-            text += "  GPUs here (Slurm's numbers are PCI bus order):\n";
-            for d in &gpus {
-                text += &format!(
-                    "    {} {} near {} (CPUs {})\n",
-                    gpu_name(d),
-                    d.vendor,
-                    d.near,
-                    render::device_cpus(m, d)
+            out.text += &format!("\nnode {k} ({name}):\n");
+            out.text += &self.table(&node, &rows);
+        }
+        Ok(())
+    }
+
+    /// Task `t` of `node` (global `rank`): its process in the JSON, its --env line, and its
+    /// table row where the node's table is `shown` and --ranks selects it.
+    fn task(
+        &self,
+        out: &mut Preview,
+        node: &PlacedNode<'_>,
+        t: &GpuTask,
+        rank: u32,
+        shown: bool,
+    ) -> Option<[String; 6]> {
+        let (args, m) = (self.args, node.m);
+        let ids: Vec<u32> = t.gpus.iter().map(|&g| node.slurm[g]).collect();
+        let nic = t
+            .nic
+            .map(|n| lama_engine::nic_name(&m.devices()[n]).to_string());
+        let mut env = variables(
+            m,
+            node.gpus,
+            node.slurm,
+            t,
+            args.gpu_isolate,
+            (self.req.fixed, args.constrain_devices),
+        );
+        if args.env {
+            let lama = lama_variables(m, self.req, t, self.membind, args);
+            if self.in_ranks(rank) {
+                out.env_text += &format!(
+                    "  rank {rank:>4}: {}\n",
+                    lama.iter()
+                        .chain(&env)
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 );
             }
+            env.extend(lama);
         }
+        let bus_ids: Vec<String> = t
+            .gpus
+            .iter()
+            .map(|&g| node.gpus[g].bus_id.clone())
+            .collect();
+        let row = (shown && self.in_ranks(rank)).then(|| {
+            [
+                rank.to_string(),
+                ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                bus_ids.join(","),
+                nic.clone().unwrap_or_else(|| "-".into()),
+                t.cpus.to_string(),
+                render::picture_cell(self.picture, m, &t.bound_logical),
+            ]
+        });
+        let mems = numa_nodes(m, &t.bound_logical);
+        out.json.processes.push(JsonProcess {
+            rank,
+            node: node.k as u32,
+            pu: m.pus()[t.pu_logical as usize].os,
+            cpus: t.cpus.cpus().to_vec(),
+            mems: (self.membind != Membind::None).then(|| mems.cpus().to_vec()),
+            env: Some(env.into_iter().collect()),
+            gpus: Some(ids),
+            gpu_bus_ids: Some(bus_ids),
+            nic,
+        });
+        row
     }
-    if args.json {
-        let out = serde_json::to_string(&json)
-            .map_err(|e| Failure::Place(format!("cannot write JSON: {e}")))?;
-        return print(&out);
-    }
-    for note in &json.notes {
-        text += &format!("note: {note}\n");
-    }
-    let numbering = match args.constrain_devices {
-        true => "from 0, as under ConstrainDevices=yes",
-        false => "by Slurm's indexes, as under ConstrainDevices=no (--constrain-devices: =yes)",
-    };
-    if args.env {
-        text += &format!(
-            "\nenvironment of each task, as the plugin sets it in task_init (OMP_NUM_THREADS \
-             only when the job does not set it; visible GPUs numbered {numbering}):\n"
-        );
-        text += &env_text;
-    } else if let Some(first) = json.processes.first().and_then(|p| p.env.as_ref()) {
-        text += &format!(
-            "\nvariables of the first task (the plugin sets them in task_init; visible GPUs \
-             numbered {numbering}):\n"
-        );
-        for (k, v) in first {
-            text += &format!("  {k}={v}\n");
+
+    /// A node's table and its GPUs.
+    fn table(&self, node: &PlacedNode<'_>, rows: &[[String; 6]]) -> String {
+        let headers = [
+            "rank",
+            "gpu(s)",
+            "bus id(s)",
+            "nic",
+            "cpus",
+            self.picture.header(),
+        ];
+        let mut text = render::table(headers, rows);
+        text += "  GPUs here (Slurm's numbers are PCI bus order):\n";
+        for d in node.gpus {
+            text += &format!(
+                "    {} {} near {} (CPUs {})\n",
+                gpu_name(d),
+                d.vendor,
+                d.near,
+                render::device_cpus(node.m, d)
+            );
         }
+        text
     }
-    // The header names the binding the tasks got where it is not the one asked for.
-    let asked = req.bind_text();
-    if !used_binds.is_empty() && used_binds.iter().any(|b| *b != asked) {
-        let used: Vec<String> = used_binds.into_iter().collect();
+}
+
+/// A node as placed: its index, machine, the step's GPUs there and Slurm's numbers for them.
+struct PlacedNode<'a> {
+    k: usize,
+    m: &'a Machine,
+    gpus: &'a [&'a Device],
+    slurm: &'a [u32],
+}
+
+impl Preview {
+    /// The text after the nodes: their notes, each task's variables (or the first task's),
+    /// and the header's binding replaced by the ones the tasks got where they differ.
+    fn finish(mut self, args: &MapArgs, req: &GpuRequest) -> String {
+        let mut text = std::mem::take(&mut self.text);
+        for note in &self.json.notes {
+            text += &format!("note: {note}\n");
+        }
+        let numbering = match args.constrain_devices {
+            true => "from 0, as under ConstrainDevices=yes",
+            false => "by Slurm's indexes, as under ConstrainDevices=no (--constrain-devices: =yes)",
+        };
+        if args.env {
+            text += &format!(
+                "\nenvironment of each task, as the plugin sets it in task_init (OMP_NUM_THREADS \
+                 only when the job does not set it; visible GPUs numbered {numbering}):\n"
+            );
+            text += &self.env_text;
+        } else if let Some(first) = self.json.processes.first().and_then(|p| p.env.as_ref()) {
+            text += &format!(
+                "\nvariables of the first task (the plugin sets them in task_init; visible GPUs \
+                 numbered {numbering}):\n"
+            );
+            for (k, v) in first {
+                text += &format!("  {k}={v}\n");
+            }
+        }
+        // The header names the binding the tasks got where it is not the one asked for.
+        let asked = req.bind_text();
+        if self.used_binds.is_empty() || self.used_binds.iter().all(|b| *b == asked) {
+            return text;
+        }
+        let used: Vec<String> = self.used_binds.into_iter().collect();
         let why = if args.cpus_per_task > 1 {
             format!("{asked} widened for -c {}", args.cpus_per_task)
         } else if args.bind.is_none() {
@@ -384,7 +512,6 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
             format!("{asked} asked, which would share CPUs")
         };
         let shown = format!("binding {} ({why})", used.join(", "));
-        text = text.replacen(&format!("binding {asked}"), &shown, 1);
+        text.replacen(&format!("binding {asked}"), &shown, 1)
     }
-    print_human(&text)
 }

@@ -168,6 +168,67 @@ fn monitoring(path: &PathBuf, np: u32) -> Result<CommMatrix, Failure> {
 }
 
 pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
+    let names = checked_names(&args)?;
+    let matrix = read_matrix(&args)?;
+    let network = match &args.network {
+        Some(p) => Network::parse(&read(p, "network")?)
+            .map_err(|e| Failure::Usage(format!("{}:{}: {}", p.display(), e.line, e.message)))?,
+        None => Network::single_switch(&names),
+    };
+    let distances = match &args.distances {
+        Some(d) => Distances::parse(d).map_err(|e| Failure::Usage(format!("--distances: {e}")))?,
+        None => Distances::default(),
+    };
+    let machines = node_machines(&args, &names)?;
+    let refs: Vec<&Machine> = machines.iter().collect();
+    let paths: Vec<Vec<usize>> = names
+        .iter()
+        .map(|n| {
+            network.path(n).ok_or_else(|| {
+                Failure::Usage(format!("node {n} is under no switch of the network file"))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let system = System::new(refs.clone(), &names, &network, distances).map_err(Failure::Usage)?;
+    let unit = if args.bind == "hwthread" {
+        Unit::Hwthread
+    } else {
+        Unit::Core
+    };
+    let grid = args
+        .grid
+        .as_deref()
+        .map(|g| lama_plan::stencil::Grid::parse(g, matrix.ranks()))
+        .transpose()
+        .map_err(Failure::Usage)?;
+    let layouts = lama_plan::guard_layouts();
+    let plan = lama_plan::plan_on(&matrix, &system, &paths, unit, &layouts, grid.as_ref())
+        .map_err(Failure::Place)?;
+    let file = plan_file(&plan, &names, &refs);
+    if let Some(prefix) = &args.out {
+        write_plan(&file, prefix)?;
+    }
+    if args.json {
+        return print(&json(&plan, &file));
+    }
+    let mut out = summary(&plan, unit);
+    if args.explain {
+        out += &explain(&plan, distances);
+    }
+    let picture = picture_for(args.picture, refs.iter().copied(), 40);
+    out += &table(&plan, &names, &refs, picture);
+    if let Some(prefix) = &args.out {
+        out += &format!(
+            "\nwrote {p}.lama and {p}.hosts; run:\n  SLURM_HOSTFILE={p}.hosts srun -m arbitrary -n{} --lama-plan={p}.lama ./app\n",
+            plan.ranks.len(),
+            p = prefix.display()
+        );
+    }
+    print_human(&out)
+}
+
+/// The nodes' names (--node-names, else -N's), each a node name, each once.
+fn checked_names(args: &PlanArgs) -> Result<Vec<String>, Failure> {
     // A bare number names no node: it is -N's.
     if let Some(n) = args
         .node_names
@@ -179,7 +240,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
              node[1-{n}], or \"$SLURM_JOB_NODELIST\" in a job); the count is -N {n}"
         )));
     }
-    let names = node_names(&args)?;
+    let names = node_names(args)?;
     if let Some(bad) = names.iter().find(|n| !lama_planfile::valid_node_name(n)) {
         return Err(Failure::Usage(format!(
             "{} is not a node name (letters, digits, '.', '_', '-')",
@@ -193,6 +254,11 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
              same CPU)"
         )));
     }
+    Ok(names)
+}
+
+/// The communication matrix: Open MPI's monitoring files, or a dense or sparse text matrix.
+fn read_matrix(args: &PlanArgs) -> Result<CommMatrix, Failure> {
     let format = match args.format.as_str() {
         "dense" => Format::Dense,
         "sparse" => Format::Sparse,
@@ -211,18 +277,15 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
             ))
         })?
     };
-    let network = match &args.network {
-        Some(p) => Network::parse(&read(p, "network")?)
-            .map_err(|e| Failure::Usage(format!("{}:{}: {}", p.display(), e.line, e.message)))?,
-        None => Network::single_switch(&names),
-    };
-    let distances = match &args.distances {
-        Some(d) => Distances::parse(d).map_err(|e| Failure::Usage(format!("--distances: {e}")))?,
-        None => Distances::default(),
-    };
+    Ok(matrix)
+}
+
+/// Each node's machine: its --topology (one for all, `%n` the node's name, or one per node),
+/// loaded once per distinct topology, with --restrict's CPUs for all and for the node.
+fn node_machines(args: &PlanArgs, names: &[String]) -> Result<Vec<Machine>, Failure> {
     // Per-node restrictions: CPULIST for all, NODE=CPULIST for one.
     let restrict = Restrictions::parse(&args.restrict)?;
-    restrict.check(Some(&names), names.len())?;
+    restrict.check(Some(names), names.len())?;
     let host = ["host".to_string()];
     let topologies = if args.topologies.is_empty() {
         &host[..]
@@ -266,32 +329,12 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
         }
         machines.push(m);
     }
-    let refs: Vec<&Machine> = machines.iter().collect();
-    let paths: Vec<Vec<usize>> = names
-        .iter()
-        .map(|n| {
-            network.path(n).ok_or_else(|| {
-                Failure::Usage(format!("node {n} is under no switch of the network file"))
-            })
-        })
-        .collect::<Result<_, _>>()?;
-    let system = System::new(refs.clone(), &names, &network, distances).map_err(Failure::Usage)?;
-    let unit = if args.bind == "hwthread" {
-        Unit::Hwthread
-    } else {
-        Unit::Core
-    };
-    let grid = args
-        .grid
-        .as_deref()
-        .map(|g| lama_plan::stencil::Grid::parse(g, matrix.ranks()))
-        .transpose()
-        .map_err(Failure::Usage)?;
-    let layouts = lama_plan::guard_layouts();
-    let plan = lama_plan::plan_on(&matrix, &system, &paths, unit, &layouts, grid.as_ref())
-        .map_err(Failure::Place)?;
+    Ok(machines)
+}
 
-    let file = PlanFile {
+/// The plan as the plan file writes it: each rank's node name, PU and CPUs by OS index.
+fn plan_file(plan: &lama_plan::Plan, names: &[String], refs: &[&Machine]) -> PlanFile {
+    PlanFile {
         ranks: plan
             .ranks
             .iter()
@@ -304,56 +347,43 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
                 }
             })
             .collect(),
-    };
-    if let Some(prefix) = &args.out {
-        let text = file.to_string();
-        if text.len() > MAX_PLAN_BYTES {
-            return Err(Failure::Place(format!(
-                "the plan for {} ranks is {} bytes, but --lama-plan accepts at most \
-                 {MAX_PLAN_BYTES}: about {} ranks fit; plan fewer ranks per step, or place this \
-                 job with a layout (srun --lama-map=...). Nothing was written",
-                file.ranks.len(),
-                text.len(),
-                file.ranks_that_fit(MAX_PLAN_BYTES)
-            )));
-        }
-        if text.len() > MAX_INLINE_PLAN_BYTES {
-            eprintln!(
-                "lama plan: note: the plan is {} KiB, over the {} KiB that travel in the job's \
-                 environment: each node will read {}.lama itself, as you, so keep it on a file \
-                 system all the job's nodes mount, unchanged while the job runs",
-                text.len() / 1024,
-                MAX_INLINE_PLAN_BYTES / 1024,
-                prefix.display()
-            );
-        }
-        let with = |ext: &str| {
-            let mut p = prefix.clone().into_os_string();
-            p.push(ext);
-            PathBuf::from(p)
-        };
-        for (path, text) in [(with(".lama"), text), (with(".hosts"), file.hostfile())] {
-            std::fs::write(&path, text)
-                .map_err(|e| Failure::Place(format!("cannot write {}: {e}", path.display())))?;
-        }
     }
-    if args.json {
-        return print(&json(&plan, &file));
+}
+
+/// --out PREFIX: PREFIX.lama and PREFIX.hosts, refused (nothing written) when the plan is
+/// larger than --lama-plan accepts.
+fn write_plan(file: &PlanFile, prefix: &std::path::Path) -> Result<(), Failure> {
+    let text = file.to_string();
+    if text.len() > MAX_PLAN_BYTES {
+        return Err(Failure::Place(format!(
+            "the plan for {} ranks is {} bytes, but --lama-plan accepts at most \
+             {MAX_PLAN_BYTES}: about {} ranks fit; plan fewer ranks per step, or place this \
+             job with a layout (srun --lama-map=...). Nothing was written",
+            file.ranks.len(),
+            text.len(),
+            file.ranks_that_fit(MAX_PLAN_BYTES)
+        )));
     }
-    let mut out = summary(&plan, unit);
-    if args.explain {
-        out += &explain(&plan, distances);
-    }
-    let picture = picture_for(args.picture, refs.iter().copied(), 40);
-    out += &table(&plan, &names, &refs, picture);
-    if let Some(prefix) = &args.out {
-        out += &format!(
-            "\nwrote {p}.lama and {p}.hosts; run:\n  SLURM_HOSTFILE={p}.hosts srun -m arbitrary -n{} --lama-plan={p}.lama ./app\n",
-            plan.ranks.len(),
-            p = prefix.display()
+    if text.len() > MAX_INLINE_PLAN_BYTES {
+        eprintln!(
+            "lama plan: note: the plan is {} KiB, over the {} KiB that travel in the job's \
+             environment: each node will read {}.lama itself, as you, so keep it on a file \
+             system all the job's nodes mount, unchanged while the job runs",
+            text.len() / 1024,
+            MAX_INLINE_PLAN_BYTES / 1024,
+            prefix.display()
         );
     }
-    print_human(&out)
+    let with = |ext: &str| {
+        let mut p = prefix.to_path_buf().into_os_string();
+        p.push(ext);
+        PathBuf::from(p)
+    };
+    for (path, text) in [(with(".lama"), text), (with(".hosts"), file.hostfile())] {
+        std::fs::write(&path, text)
+            .map_err(|e| Failure::Place(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
 }
 
 /// A change in percent, never "-0.0%".

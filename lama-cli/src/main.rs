@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     };
     color::set(cli.color);
     for note in notes {
-        eprintln!("lama: srun line: {note}");
+        eprintln!("lama: pasted line: {note}");
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

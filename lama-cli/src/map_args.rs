@@ -153,10 +153,11 @@ pub(crate) struct MapArgs {
     /// or srun (its -m and --cpu-bind=mask_cpu, where every node's list is the same).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub(crate) emit: Option<emit::Emit>,
-    /// The srun line to preview, after `--` (`-- srun -N2 -n8 -c2 --lama-map=scbnh ./app`):
-    /// its -N, -n, -c, -m, --ntasks-per-node, --gpus-per-task, --gpu-bind, -w, -O and
-    /// --lama-* options are read as lama map's; those that place nothing (-p, -t, -J, --mem,
-    /// -o, ...) are left out with a note; the program is not read.
+    /// The srun (or sbatch, salloc) line to preview, after `--` (`-- srun -N2 -n8 -c2
+    /// --lama-map=scbnh ./app`): its -N, -n, -c, -m, --ntasks-per-node, --gpus-per-task,
+    /// --gpu-bind, -w, -O and --lama-* options are read as lama map's, with the counts srun
+    /// derives (-n from -N, -N from -w) and an sbatch script's #SBATCH lines; those that place
+    /// nothing (-p, -t, -J, --mem, -o, ...) are left out with a note; the program is not read.
     #[arg(last = true, value_name = "srun LINE")]
     pub(crate) srun: Vec<String>,
 }

@@ -24,7 +24,7 @@ const SAME: [(Option<char>, &str, &str); 13] = [
 ];
 
 /// srun's options that change nothing `lama map` shows, taking a value.
-const IGNORED_WITH_VALUE: [(Option<char>, &str); 25] = [
+const IGNORED_WITH_VALUE: [(Option<char>, &str); 30] = [
     (Some('p'), "partition"),
     (Some('t'), "time"),
     (Some('J'), "job-name"),
@@ -50,6 +50,12 @@ const IGNORED_WITH_VALUE: [(Option<char>, &str); 25] = [
     (Some('C'), "constraint"),
     (None, "gres"),
     (Some('G'), "gpus"),
+    // sbatch's and salloc's own.
+    (Some('a'), "array"),
+    (None, "mail-user"),
+    (None, "mail-type"),
+    (None, "wrap"),
+    (None, "open-mode"),
 ];
 
 /// srun's options that `lama map` translates otherwise, or refuses with the reason.
@@ -67,7 +73,7 @@ const SPECIAL: [&str; 10] = [
 ];
 
 /// srun's options without a value that change nothing `lama map` shows.
-const IGNORED_FLAGS: [(Option<char>, &str); 10] = [
+const IGNORED_FLAGS: [(Option<char>, &str); 15] = [
     (None, "exclusive"),
     (None, "overlap"),
     (Some('l'), "label"),
@@ -78,6 +84,12 @@ const IGNORED_FLAGS: [(Option<char>, &str); 10] = [
     (Some('X'), "disable-status"),
     (Some('K'), "kill-on-bad-exit"),
     (None, "lama-verbose"),
+    // sbatch's and salloc's own.
+    (None, "requeue"),
+    (None, "no-requeue"),
+    (None, "parsable"),
+    (Some('H'), "hold"),
+    (Some('W'), "wait"),
 ];
 
 /// The srun line (after `srun`) as `lama map`'s options, with a note for each option left out.
@@ -87,6 +99,8 @@ pub struct Translated {
     pub args: Vec<String>,
     /// What was left out or differs, one line each.
     pub notes: Vec<String>,
+    /// The first word that is no option: the program (srun, salloc) or the script (sbatch).
+    pub program: Option<String>,
 }
 
 /// One option of the srun line: its name as written (`-N`, `--nodes`), its long name, which
@@ -187,7 +201,10 @@ pub fn translate(line: &[String]) -> Result<Translated, String> {
     let mut out = Translated::default();
     let mut words = line.iter();
     while let Some(w) = words.next() {
-        let Some(opt) = word(w)? else { break };
+        let Some(opt) = word(w)? else {
+            out.program = Some(w.clone());
+            break;
+        };
         let takes_value = match opt.kind {
             Kind::Same(_) | Kind::Value => true,
             Kind::Flag => false,
@@ -213,7 +230,17 @@ pub fn translate(line: &[String]) -> Result<Translated, String> {
 fn apply(out: &mut Translated, opt: &Word, value: Option<String>) -> Result<(), String> {
     let v = value.unwrap_or_default();
     match (opt.kind, opt.long) {
-        (Kind::Same(ours), _) => out.args.extend([ours.to_string(), v]),
+        (Kind::Same("--nodes"), _) => {
+            let least = least_nodes(&opt.written, &v)?;
+            if least != v {
+                out.notes.push(format!(
+                    "{} {v}: previewed on {least} node(s), the fewest srun may be given",
+                    opt.written
+                ));
+            }
+            set(out, "--nodes", least);
+        }
+        (Kind::Same(ours), _) => set(out, ours, v),
         (Kind::Value | Kind::Flag, _) => out.notes.push(format!(
             "{}: left out (it does not change where the plugin puts a task)",
             opt.written
@@ -221,7 +248,7 @@ fn apply(out: &mut Translated, opt: &Word, value: Option<String>) -> Result<(), 
         (_, "overcommit") => out.args.push("--oversubscribe".into()),
         (_, "lama-omp") => out.args.extend(["--env".into(), "--omp".into()]),
         (_, "lama-gpu-isolate") => out.args.push("--gpu-isolate".into()),
-        (_, "lama-membind") => out.args.extend(["--membind".into(), v]),
+        (_, "lama-membind") => set(out, "--membind", v),
         (_, "cpu-bind") => out.notes.push(cpu_bind_note(&v)),
         (_, "lama-plan") => {
             return Err(
@@ -240,6 +267,33 @@ fn apply(out: &mut Translated, opt: &Word, value: Option<String>) -> Result<(), 
     Ok(())
 }
 
+/// `lama map`'s option `ours` set to `value`: a later one replaces an earlier one, as srun's
+/// own options do (and an `#SBATCH` line's give way to the command line's).
+fn set(out: &mut Translated, ours: &str, value: String) {
+    // (The flags among the arguments, --oversubscribe, --env, --omp, stand alone: an option is
+    // found by its name, never by its place.)
+    let at = out
+        .args
+        .iter()
+        .position(|a| a == ours)
+        .filter(|&i| i + 1 < out.args.len());
+    match at {
+        Some(i) => out.args[i + 1] = value,
+        None => out.args.extend([ours.to_string(), value]),
+    }
+}
+
+/// The node count of `-N MIN[-MAX]`: its minimum.
+fn least_nodes(written: &str, v: &str) -> Result<String, String> {
+    let least = v.split_once('-').map_or(v, |(min, _)| min);
+    match least.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n.to_string()),
+        _ => Err(format!(
+            "{written} {v}: a node count (2) or a range of them (2-4), as srun takes"
+        )),
+    }
+}
+
 /// What `--cpu-bind=KIND` does beside LAMA (the plugin's own rule, `step::leave_alone` and its
 /// warning).
 fn cpu_bind_note(kind: &str) -> String {
@@ -255,8 +309,157 @@ fn cpu_bind_note(kind: &str) -> String {
     }
 }
 
-/// `args` (a `lama` command line) with `map ... -- srun LINE` replaced by `map ...` and the
-/// line's options; the notes to print. Other command lines are returned as they are.
+/// The launcher a pasted line starts with (`srun`, `sbatch`, `salloc`, also by path).
+fn launcher(word: &str) -> Option<&'static str> {
+    let name = word.rsplit('/').next().unwrap_or(word);
+    ["srun", "sbatch", "salloc"]
+        .into_iter()
+        .find(|&l| l == name)
+}
+
+/// Whether `word` is a shell assignment (`OMP_NUM_THREADS=2`) before the command.
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// The most of a batch script read for its `#SBATCH` lines.
+const MAX_SCRIPT_BYTES: u64 = 1 << 20;
+
+/// The options of a batch script's `#SBATCH` lines, as sbatch reads them: those before the
+/// first line that is neither blank nor a comment, each line's words up to a `#` that starts
+/// a word. `None` when the script cannot be read (then only the line's options count).
+fn script_options(path: &str) -> Option<Vec<String>> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_SCRIPT_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    let mut words = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("#SBATCH") {
+            words.extend(
+                rest.split_whitespace()
+                    .take_while(|w| !w.starts_with('#'))
+                    .map(str::to_string),
+            );
+        } else if !line.is_empty() && !line.starts_with('#') {
+            break;
+        }
+    }
+    Some(words)
+}
+
+/// `lama map`'s options that a pasted line sets, with the spellings `lama map` takes for each
+/// before `--` (long names, aliases, short options).
+const SPELLINGS: [(&str, &[&str]); 15] = [
+    ("--nodes", &["--nodes", "-N"]),
+    ("--np", &["--np", "--ntasks", "-n"]),
+    ("--cpus-per-task", &["--cpus-per-task", "-c"]),
+    ("--distribution", &["--distribution", "-m"]),
+    ("--ntasks-per-node", &["--ntasks-per-node"]),
+    ("--gpus-per-task", &["--gpus-per-task"]),
+    ("--gpu-bind", &["--gpu-bind"]),
+    ("--ntasks-per-gpu", &["--ntasks-per-gpu"]),
+    ("--node-names", &["--node-names"]),
+    ("--map", &["--map", "--lama-map"]),
+    ("--bind", &["--bind", "--lama-bind"]),
+    ("--mppr", &["--mppr", "--lama-mppr"]),
+    ("--order", &["--order", "--lama-order"]),
+    ("--membind", &["--membind", "--lama-membind"]),
+    ("--oversubscribe", &["--oversubscribe", "--overcommit"]),
+];
+
+/// Whether `before` (lama map's own words, before `--`) gives the option `ours`.
+fn given_before(before: &[String], ours: &str) -> bool {
+    let spellings = SPELLINGS
+        .iter()
+        .find(|(o, _)| *o == ours)
+        .map_or(&[][..], |(_, s)| s);
+    before.iter().any(|w| {
+        spellings.iter().any(|s| {
+            w == s
+                || (s.starts_with("--") && w.starts_with(&format!("{s}=")))
+                || (s.len() == 2 && !s.starts_with("--") && w.starts_with(s))
+        })
+    })
+}
+
+/// Refuses an option given both before `--` and in the line: which one is meant is not clear.
+fn refuse_twice(t: &Translated, before: &[String], cmd: &str) -> Result<(), String> {
+    for (ours, _) in SPELLINGS.iter() {
+        if t.args.iter().any(|a| a == ours) && given_before(before, ours) {
+            return Err(format!(
+                "{ours} is given twice: before -- and in the {cmd} line; give it once (in the \
+                 line, to preview the line as it is)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The counts srun derives when the line leaves them out: the nodes from a `-w` list, and
+/// the tasks from `-N` (one per node) or `-N` with `--ntasks-per-node`.
+fn derive_counts(t: &mut Translated, before: &[String], cmd: &str) -> Result<(), String> {
+    let value = |t: &Translated, ours: &str| {
+        let at = t.args.iter().position(|a| a == ours)?;
+        t.args.get(at + 1).cloned()
+    };
+    if value(t, "--nodes").is_none() && !given_before(before, "--nodes") {
+        if let Some(list) = value(t, "--node-names") {
+            let names = lama_plan::hostlist::expand(&list).map_err(|e| format!("-w: {e}"))?;
+            t.notes.push(format!(
+                "-w {list}: {} node(s), as -N {}",
+                names.len(),
+                names.len()
+            ));
+            set(t, "--nodes", names.len().to_string());
+        }
+    }
+    if value(t, "--np").is_some() || given_before(before, "--np") {
+        return Ok(());
+    }
+    let nodes: u64 = match value(t, "--nodes") {
+        Some(n) => n.parse().map_err(|_| format!("-N {n}: not a node count"))?,
+        None if given_before(before, "--nodes") => return Ok(()),
+        None => 1,
+    };
+    let tasks = match value(t, "--ntasks-per-node") {
+        Some(k) => {
+            let k: u64 = k
+                .parse()
+                .map_err(|_| format!("--ntasks-per-node {k}: not a count"))?;
+            t.notes.push(format!(
+                "no -n: {cmd} runs -N {nodes} x --ntasks-per-node {k} = {} task(s)",
+                nodes * k
+            ));
+            nodes * k
+        }
+        None => {
+            let c = value(t, "--cpus-per-task").map_or(String::new(), |c| {
+                format!(
+                    " (inside an allocation srun may start more with -c {c}: give -n to be sure)"
+                )
+            });
+            t.notes.push(format!(
+                "no -n: {cmd} runs one task per node, {nodes} task(s){c}"
+            ));
+            nodes
+        }
+    };
+    set(t, "--np", tasks.to_string());
+    Ok(())
+}
+
+/// `args` (a `lama` command line) with `map ... -- [VAR=value ...] srun|sbatch|salloc LINE`
+/// replaced by `map ...` and the line's options; the notes to print. For sbatch, the script's
+/// `#SBATCH` options come first and the line's own win. Other command lines are returned as
+/// they are.
 pub fn expand(
     args: Vec<std::ffi::OsString>,
 ) -> Result<(Vec<std::ffi::OsString>, Vec<String>), String> {
@@ -268,27 +471,60 @@ pub fn expand(
     let Some(dash) = text.iter().position(|a| a == "--") else {
         return Ok((args, Vec::new()));
     };
-    let line = &text[dash + 1..];
-    let is_srun = line
-        .first()
-        .is_some_and(|w| w == "srun" || w.ends_with("/srun"));
-    if !is_map || !is_srun {
+    let (before, line) = (&text[..dash], &text[dash + 1..]);
+    let assignments = line.iter().take_while(|w| is_assignment(w)).count();
+    let Some(cmd) = line.get(assignments).and_then(|w| launcher(w)) else {
+        return Ok((args, Vec::new()));
+    };
+    if !is_map {
         return Ok((args, Vec::new()));
     }
-    let t = translate(&line[1..])?;
+    let mut notes: Vec<String> = line[..assignments]
+        .iter()
+        .map(|a| {
+            let name = a.split('=').next().unwrap_or_default();
+            let why = if name.starts_with("SLURM_") || name.starts_with("SRUN_") {
+                format!("{cmd} reads it, lama map does not: give it as an option")
+            } else {
+                "the environment, left out".to_string()
+            };
+            format!("{name}=: {why}")
+        })
+        .collect();
+    let own = &line[assignments + 1..];
+    let mut t = translate(own)?;
+    if cmd == "sbatch" {
+        if let Some(script) = t.program.clone() {
+            match script_options(&script) {
+                Some(mut words) => {
+                    notes.push(format!(
+                        "{script}: its #SBATCH options read ({} word(s)); the line's own win",
+                        words.len()
+                    ));
+                    words.extend(own.iter().cloned());
+                    t = translate(&words)?;
+                }
+                None => notes.push(format!(
+                    "{script}: not readable here, so its #SBATCH options are not read"
+                )),
+            }
+        }
+    }
+    refuse_twice(&t, before, cmd)?;
+    derive_counts(&mut t, before, cmd)?;
     let has_map =
         |a: &String| a == "--map" || a.starts_with("--map=") || a.starts_with("--lama-map");
-    if !t.args.iter().any(has_map) && !text[..dash].iter().any(has_map) {
-        return Err(
-            "this srun line has no --lama-map, so the plugin leaves its tasks to Slurm \
-                    (unless the site sets a default map=): add --lama-map=LAYOUT to the line, or \
-                    --map LAYOUT before --"
-                .into(),
-        );
+    if !t.args.iter().any(has_map) && !before.iter().any(has_map) {
+        return Err(format!(
+            "this {cmd} line has no --lama-map, so the plugin leaves its tasks to Slurm \
+             (unless the site sets a default map=): add --lama-map=LAYOUT to the line, or --map \
+             LAYOUT before --"
+        ));
     }
     let mut out: Vec<std::ffi::OsString> = args[..dash].to_vec();
     out.extend(t.args.into_iter().map(Into::into));
-    Ok((out, t.notes))
+    notes.extend(t.notes);
+    Ok((out, notes))
 }
 
 #[cfg(test)]
@@ -351,5 +587,84 @@ mod tests {
         assert!(e.contains("has no --lama-map"), "{e}");
         let same = os("lama verify --json -- bash -c x");
         assert_eq!(expand(same.clone()).unwrap().0, same);
+    }
+
+    #[test]
+    fn a_later_option_replaces_an_earlier_one_and_node_ranges_take_their_least() {
+        let t = translate(&line("-N 4 -n8 -N 2-3 --lama-map=cs --lama-map scbnh ./a")).unwrap();
+        assert_eq!(t.args, line("--nodes 2 --np 8 --map scbnh"));
+        assert_eq!(t.program.as_deref(), Some("./a"));
+        assert!(
+            t.notes[0].contains("-N 2-3: previewed on 2 node(s)"),
+            "{:?}",
+            t.notes
+        );
+        for bad in ["-N x", "-N 0", "-N -3"] {
+            let e = translate(&line(bad)).unwrap_err();
+            assert!(e.contains("a node count (2) or a range"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn counts_are_derived_as_srun_derives_them() {
+        let derived = |l: &str, before: &str| {
+            let mut t = translate(&line(l)).unwrap();
+            derive_counts(&mut t, &line(before), "srun").map(|()| t.args)
+        };
+        assert_eq!(
+            derived("-N3 --ntasks-per-node=2", "").unwrap(),
+            line("--nodes 3 --ntasks-per-node 2 --np 6")
+        );
+        assert_eq!(derived("-N3", "").unwrap(), line("--nodes 3 --np 3"));
+        assert_eq!(derived("", "").unwrap(), line("--np 1"));
+        assert_eq!(
+            derived("-w n[1-4] -n2", "").unwrap(),
+            line("--node-names n[1-4] --np 2 --nodes 4")
+        );
+        // lama map's own -n or -N before -- is not overridden.
+        assert_eq!(derived("-N3", "map -n8").unwrap(), line("--nodes 3"));
+        assert_eq!(
+            derived("-w n[1-2]", "map --nodes=2").unwrap(),
+            line("--node-names n[1-2]")
+        );
+    }
+
+    #[test]
+    fn sbatch_and_salloc_lines_and_assignments_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("job.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\n#SBATCH -N 3 # nodes\n\n#SBATCH --ntasks-per-node=2\nhostname\n#SBATCH -N 9\n",
+        )
+        .unwrap();
+        assert_eq!(
+            script_options(script.to_str().unwrap()).unwrap(),
+            line("-N 3 --ntasks-per-node=2")
+        );
+        assert!(script_options("/nonexistent/job.sh").is_none());
+        let os =
+            |s: &str| -> Vec<std::ffi::OsString> { line(s).into_iter().map(Into::into).collect() };
+        let (args, notes) = expand(os(&format!(
+            "lama map -- A=1 sbatch -N 2 --lama-map=cs {}",
+            script.display()
+        )))
+        .unwrap();
+        assert_eq!(
+            args,
+            os("lama map --nodes 2 --ntasks-per-node 2 --map cs --np 4")
+        );
+        assert!(notes[0].starts_with("A=: the environment"), "{notes:?}");
+        assert!(
+            notes[1].contains("#SBATCH options read (3 word(s))"),
+            "{notes:?}"
+        );
+        let (args, _) = expand(os("lama map -- /usr/bin/salloc -n3 --lama-map=cs")).unwrap();
+        assert_eq!(args, os("lama map --np 3 --map cs"));
+        let e = expand(os("lama map --map cs -- srun -n2 --lama-map=cs ./a")).unwrap_err();
+        assert!(e.contains("--map is given twice"), "{e}");
+        assert!(
+            is_assignment("OMP_NUM_THREADS=2") && !is_assignment("--x=1") && !is_assignment("2A=1")
+        );
     }
 }

@@ -29,6 +29,7 @@
 //! (`lama-hwloc`) or from [`Machine::synthetic`].
 #![deny(missing_docs)]
 
+pub mod by_gpu;
 pub mod cpulist;
 pub mod device;
 pub mod diag;
@@ -42,14 +43,18 @@ pub mod spec;
 pub mod topology;
 
 #[cfg(test)]
+mod gpu_tests;
+#[cfg(test)]
 mod place_tests;
 
+pub use by_gpu::{
+    join_slots, place_bound_in_order, place_by_gpu, place_by_gpu_ranked, place_gpu_slots,
+};
 pub use cpulist::{CpuList, CpuListError};
 pub use device::{vendor_name, Device, DeviceKind, DeviceSpec};
 pub use diag::{Diagnostic, Subject, MAX_INPUT_LEN};
 pub use gpu::{
-    gpu_name, is_fabric, is_fabric_name, is_gpu_bind, join_slots, nic_name, parse_gpu_layout,
-    place_bound_in_order, place_by_gpu, place_by_gpu_ranked, place_gpu_slots, split_gpu_mppr,
+    gpu_name, is_fabric, is_fabric_name, is_gpu_bind, nic_name, parse_gpu_layout, split_gpu_mppr,
     GpuError, GpuPlacement, GpuRequest, GpuTask, GroupBinding,
 };
 pub use hybrid::{

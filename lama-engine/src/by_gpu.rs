@@ -137,108 +137,213 @@ pub fn place_by_gpu_ranked(
     if gpus.is_empty() {
         return Err(GpuError::NoGpu(no_gpu.to_string()));
     }
-    let all = names(gpus, 0..gpus.len());
     let k = req.gpus_per_task.max(1) as usize;
     if k > gpus.len() {
         return Err(GpuError::TooFewGpus {
             per_task: k as u32,
             have: gpus.len(),
-            gpus: all,
+            gpus: names(gpus, 0..gpus.len()),
         });
     }
-    let available: Vec<u32> = (0..machine.pus().len() as u32)
-        .filter(|&q| machine.pus()[q as usize].available)
-        .collect();
+    let node = Node {
+        machine,
+        gpus,
+        req,
+        np,
+        near: gpus.iter().map(|d| usable(machine, &d.pus)).collect(),
+        available: (0..machine.pus().len() as u32)
+            .filter(|&q| machine.pus()[q as usize].available)
+            .collect(),
+    };
     let mut notes = Vec::new();
-    // GPUs in the order of the CPUs near them, then by bus.
-    let near: Vec<Vec<u32>> = gpus.iter().map(|d| usable(machine, &d.pus)).collect();
-    let mut order: Vec<usize> = (0..gpus.len()).collect();
-    order.sort_by_key(|&i| (near[i].first().copied().unwrap_or(u32::MAX), gpus[i].index));
-    // Units of k GPUs: within the GPUs near the same CPUs first, then of those left over, in
-    // that order; units in the order of their first GPU.
-    let mut units: Vec<Vec<usize>> = Vec::new();
-    let mut spare: Vec<usize> = Vec::new();
-    if req.fixed {
-        // The caller's GPUs for each task, in its order.
-        spare = (0..gpus.len()).collect();
-    } else {
-        for run in order.chunk_by(|&a, &b| near[a] == near[b]) {
-            let mut chunks = run.chunks_exact(k);
-            units.extend(chunks.by_ref().map(<[usize]>::to_vec));
-            spare.extend_from_slice(chunks.remainder());
-        }
-    }
-    let mut chunks = spare.chunks_exact(k);
-    units.extend(chunks.by_ref().map(<[usize]>::to_vec));
-    let left = chunks.remainder();
-    if !left.is_empty() {
-        notes.push(format!(
-            "{} GPU(s) used by no task ({}): {} GPUs are not a multiple of {k} per task",
-            left.len(),
-            names(gpus, left.iter().copied()),
-            gpus.len()
-        ));
-    }
-    let rank_of = |g: usize| order.iter().position(|&o| o == g).unwrap_or(usize::MAX);
-    if !req.fixed {
-        units.sort_by_key(|u| rank_of(u[0]));
-        if (np as usize) < units.len() {
-            units = spread(machine, gpus, units, np as usize);
-        } else if np as usize % units.len().max(1) != 0 {
-            // Tasks go round-robin over the units: the first np % u of them get one task more,
-            // and those are spread as a smaller request would be (6 tasks on 2 packages of 2
-            // GPUs: 3 + 3, not 4 + 2).
-            let extra = np as usize % units.len();
-            units = spread(machine, gpus, units, extra);
-        }
-    }
+    let units = node.units(k, &mut notes)?;
+    let unit_cpus = node.unit_cpus(&units, &mut notes);
+    let groups = node.groups(&units, &unit_cpus, &mut notes)?;
+    // Task t goes to unit t mod U; each group's tasks are placed on the group's CPUs (or, for
+    // -c, on those of an object holding them: `spots`).
     let u = units.len() as u32;
-    if req.fixed && np > u {
-        return Err(too_many_bound(gpus, np, k));
-    }
-    if let Some(cap) = req.per_gpu {
-        if np > cap.saturating_mul(u) {
-            return Err(GpuError::TooManyTasks {
-                tasks: np,
-                per_gpu: cap,
-                per_task: k as u32,
-                need: np.div_ceil(cap),
-                have: u,
-                gpus: all,
-            });
-        }
-    }
-    if np < u {
-        notes.push(format!(
-            "{np} task(s) for {u} GPU group(s): {} used by no task",
-            names(gpus, units[np as usize..].iter().flatten().copied())
-        ));
-    }
-    // The CPUs of each unit: those near any of its GPUs, unless that makes two units' CPUs
-    // overlap without being the same; then those near its first GPU. A unit none of whose
-    // CPUs can be used gets all the usable CPUs.
-    let covering: Vec<Vec<u32>> = units
+    let group_tasks = groups
         .iter()
-        .map(|unit| {
-            let mut cpus: Vec<u32> = unit.iter().flat_map(|&g| near[g].iter().copied()).collect();
-            cpus.sort_unstable();
-            cpus.dedup();
-            cpus
+        .map(|(_, members)| {
+            (0..np)
+                .filter(|&t| members.contains(&((t % u) as usize)))
+                .collect()
         })
         .collect();
-    // Whether each unit's GPUs are near different CPUs.
-    let spans: Vec<bool> = units
-        .iter()
-        .map(|unit| unit.iter().any(|&g| near[g] != near[unit[0]]))
-        .collect();
-    let nested = covering.iter().enumerate().any(|(a, ca)| {
-        covering[a + 1..]
+    let grouped = Grouped {
+        unit_nic: node.unit_nics(&units),
+        units,
+        groups,
+        group_tasks,
+    };
+    node.check_widths(&grouped)?;
+    let spots = node.spots(&grouped, &mut notes);
+    let mut tasks: Vec<Option<GpuTask>> = vec![None; np as usize];
+    let mut groups_bound = Vec::new();
+    for spot in &spots {
+        groups_bound.extend(node.place_spot(&grouped, spot, rank, &mut tasks)?);
+    }
+    Ok(GpuPlacement {
+        tasks: tasks
+            .into_iter()
+            .map(|t| t.expect("every task is in one group"))
+            .collect(),
+        notes,
+        groups: groups_bound,
+    })
+}
+
+/// One node's placement by GPU: the machine (restricted to the CPUs the tasks may use), the
+/// GPUs the tasks may use, the request, the number of tasks, each GPU's usable CPUs and the
+/// node's available ones (logical).
+struct Node<'a> {
+    machine: &'a Machine,
+    gpus: &'a [&'a Device],
+    req: &'a GpuRequest,
+    np: u32,
+    near: Vec<Vec<u32>>,
+    available: Vec<u32>,
+}
+
+/// A group of units near the same CPUs: its CPUs (logical) and its units.
+type Group = (Vec<u32>, Vec<usize>);
+
+/// The units of GPUs (a task's `k` GPUs), the groups of units near the same CPUs, each
+/// group's tasks and each unit's NIC.
+struct Grouped {
+    units: Vec<Vec<usize>>,
+    groups: Vec<Group>,
+    group_tasks: Vec<Vec<u32>>,
+    unit_nic: Vec<Option<usize>>,
+}
+
+impl Grouped {
+    /// The GPUs of group `g`.
+    fn gpus_of(&self, gpus: &[&Device], g: usize) -> String {
+        names(
+            gpus,
+            self.groups[g]
+                .1
+                .iter()
+                .flat_map(|&m| self.units[m].iter().copied()),
+        )
+    }
+}
+
+impl Node<'_> {
+    /// The units of `k` GPUs: within the GPUs near the same CPUs first (GPUs in the order of
+    /// the CPUs near them, then by bus), then of those left over; in the order of their first
+    /// GPU, spread over the node when the tasks are fewer (or do not divide evenly). The
+    /// caller's own units when it binds the GPUs (`fixed`). Refused when the tasks are more
+    /// than the units allow.
+    fn units(&self, k: usize, notes: &mut Vec<String>) -> Result<Vec<Vec<usize>>, GpuError> {
+        let (gpus, req, np, near) = (self.gpus, self.req, self.np, &self.near);
+        let mut order: Vec<usize> = (0..gpus.len()).collect();
+        order.sort_by_key(|&i| (near[i].first().copied().unwrap_or(u32::MAX), gpus[i].index));
+        let mut units: Vec<Vec<usize>> = Vec::new();
+        let mut spare: Vec<usize> = Vec::new();
+        if req.fixed {
+            // The caller's GPUs for each task, in its order.
+            spare = (0..gpus.len()).collect();
+        } else {
+            for run in order.chunk_by(|&a, &b| near[a] == near[b]) {
+                let mut chunks = run.chunks_exact(k);
+                units.extend(chunks.by_ref().map(<[usize]>::to_vec));
+                spare.extend_from_slice(chunks.remainder());
+            }
+        }
+        let mut chunks = spare.chunks_exact(k);
+        units.extend(chunks.by_ref().map(<[usize]>::to_vec));
+        let left = chunks.remainder();
+        if !left.is_empty() {
+            notes.push(format!(
+                "{} GPU(s) used by no task ({}): {} GPUs are not a multiple of {k} per task",
+                left.len(),
+                names(gpus, left.iter().copied()),
+                gpus.len()
+            ));
+        }
+        if !req.fixed {
+            let rank_of = |g: usize| order.iter().position(|&o| o == g).unwrap_or(usize::MAX);
+            units.sort_by_key(|u| rank_of(u[0]));
+            if (np as usize) < units.len() {
+                units = spread(self.machine, gpus, units, np as usize);
+            } else if np as usize % units.len().max(1) != 0 {
+                // Tasks go round-robin over the units: the first np % u of them get one task
+                // more, and those are spread as a smaller request would be (6 tasks on 2
+                // packages of 2 GPUs: 3 + 3, not 4 + 2).
+                let extra = np as usize % units.len();
+                units = spread(self.machine, gpus, units, extra);
+            }
+        }
+        self.check_counts(&units, k, notes)?;
+        Ok(units)
+    }
+
+    /// Refuses more tasks than the units allow (each its own with `fixed`, `k:g` each with a
+    /// cap); says which GPUs no task uses.
+    fn check_counts(
+        &self,
+        units: &[Vec<usize>],
+        k: usize,
+        notes: &mut Vec<String>,
+    ) -> Result<(), GpuError> {
+        let (gpus, np) = (self.gpus, self.np);
+        let u = units.len() as u32;
+        if self.req.fixed && np > u {
+            return Err(too_many_bound(gpus, np, k));
+        }
+        if let Some(cap) = self.req.per_gpu {
+            if np > cap.saturating_mul(u) {
+                return Err(GpuError::TooManyTasks {
+                    tasks: np,
+                    per_gpu: cap,
+                    per_task: k as u32,
+                    need: np.div_ceil(cap),
+                    have: u,
+                    gpus: names(gpus, 0..gpus.len()),
+                });
+            }
+        }
+        if np < u {
+            notes.push(format!(
+                "{np} task(s) for {u} GPU group(s): {} used by no task",
+                names(gpus, units[np as usize..].iter().flatten().copied())
+            ));
+        }
+        Ok(())
+    }
+
+    /// The CPUs of each unit: those near any of its GPUs, unless that makes two units' CPUs
+    /// overlap without being the same; then those near its first GPU. A unit none of whose
+    /// CPUs can be used gets all the usable CPUs.
+    fn unit_cpus(&self, units: &[Vec<usize>], notes: &mut Vec<String>) -> Vec<Vec<u32>> {
+        let (machine, gpus, near) = (self.machine, self.gpus, &self.near);
+        let covering: Vec<Vec<u32>> = units
             .iter()
-            .any(|cb| ca != cb && ca.iter().any(|q| cb.binary_search(q).is_ok()))
-    });
-    if req.fixed {
-        for (i, unit) in units.iter().enumerate().take(np as usize) {
-            if spans[i] {
+            .map(|unit| {
+                let mut cpus: Vec<u32> =
+                    unit.iter().flat_map(|&g| near[g].iter().copied()).collect();
+                cpus.sort_unstable();
+                cpus.dedup();
+                cpus
+            })
+            .collect();
+        // Whether each unit's GPUs are near different CPUs.
+        let spans: Vec<bool> = units
+            .iter()
+            .map(|unit| unit.iter().any(|&g| near[g] != near[unit[0]]))
+            .collect();
+        let nested = covering.iter().enumerate().any(|(a, ca)| {
+            covering[a + 1..]
+                .iter()
+                .any(|cb| ca != cb && ca.iter().any(|q| cb.binary_search(q).is_ok()))
+        });
+        if self.req.fixed {
+            for (i, unit) in units.iter().enumerate().take(self.np as usize) {
+                if !spans[i] {
+                    continue;
+                }
                 let runs_on = if nested {
                     format!("those near {}", gpu_name(gpus[unit[0]]))
                 } else {
@@ -253,236 +358,274 @@ pub fn place_by_gpu_ranked(
                     names(gpus, unit.iter().copied()),
                 ));
             }
-        }
-    } else if nested && spans.contains(&true) {
-        notes.push(
-            "the GPUs of some tasks are near different CPUs, and the CPUs near all of them \
-             would overlap another task's: each task runs on the CPUs near its first GPU"
-                .to_string(),
-        );
-    }
-    let mut unit_cpus: Vec<Vec<u32>> = Vec::new();
-    for (i, unit) in units.iter().enumerate() {
-        let mut cpus = if nested {
-            near[unit[0]].clone()
-        } else {
-            covering[i].clone()
-        };
-        if cpus.is_empty() {
-            let theirs = CpuList::from_cpus(
-                gpus[unit[0]]
-                    .pus
-                    .clone()
-                    .map(|q| machine.pus()[q as usize].os),
+        } else if nested && spans.contains(&true) {
+            notes.push(
+                "the GPUs of some tasks are near different CPUs, and the CPUs near all of them \
+                 would overlap another task's: each task runs on the CPUs near its first GPU"
+                    .to_string(),
             );
-            notes.push(format!(
-                "none of the CPUs near {} ({theirs}) can be used here: its tasks use all the \
-                 usable CPUs ({})",
-                names(gpus, unit.iter().copied()),
-                os_list(machine, &available)
-            ));
-            cpus = available.clone();
         }
-        unit_cpus.push(cpus);
+        units
+            .iter()
+            .enumerate()
+            .map(|(i, unit)| {
+                let cpus = if nested {
+                    near[unit[0]].clone()
+                } else {
+                    covering[i].clone()
+                };
+                if !cpus.is_empty() {
+                    return cpus;
+                }
+                let theirs = CpuList::from_cpus(
+                    gpus[unit[0]]
+                        .pus
+                        .clone()
+                        .map(|q| machine.pus()[q as usize].os),
+                );
+                notes.push(format!(
+                    "none of the CPUs near {} ({theirs}) can be used here: its tasks use all the \
+                     usable CPUs ({})",
+                    names(gpus, unit.iter().copied()),
+                    os_list(machine, &self.available)
+                ));
+                self.available.clone()
+            })
+            .collect()
     }
-    // Groups of units with the same CPUs, in order of first use.
-    let mut groups: Vec<(Vec<u32>, Vec<usize>)> = Vec::new();
-    for (i, cpus) in unit_cpus.iter().enumerate() {
-        match groups.iter_mut().find(|(c, _)| c == cpus) {
-            Some((_, members)) => members.push(i),
-            None => groups.push((cpus.clone(), vec![i])),
-        }
-    }
-    for (a, (ca, ma)) in groups.iter().enumerate() {
-        for (cb, mb) in &groups[a + 1..] {
-            if ca.iter().any(|q| cb.binary_search(q).is_ok()) {
-                return Err(GpuError::Overlap {
-                    a: names(gpus, units[ma[0]].iter().copied()),
-                    a_cpus: os_list(machine, ca),
-                    b: names(gpus, units[mb[0]].iter().copied()),
-                    b_cpus: os_list(machine, cb),
-                });
+
+    /// Groups of units with the same CPUs, in order of first use; refused when two groups'
+    /// CPUs overlap without being the same.
+    fn groups(
+        &self,
+        units: &[Vec<usize>],
+        unit_cpus: &[Vec<u32>],
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<Group>, GpuError> {
+        let (machine, gpus) = (self.machine, self.gpus);
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, cpus) in unit_cpus.iter().enumerate() {
+            match groups.iter_mut().find(|(c, _)| c == cpus) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((cpus.clone(), vec![i])),
             }
         }
+        for (a, (ca, ma)) in groups.iter().enumerate() {
+            for (cb, mb) in &groups[a + 1..] {
+                if ca.iter().any(|q| cb.binary_search(q).is_ok()) {
+                    return Err(GpuError::Overlap {
+                        a: names(gpus, units[ma[0]].iter().copied()),
+                        a_cpus: os_list(machine, ca),
+                        b: names(gpus, units[mb[0]].iter().copied()),
+                        b_cpus: os_list(machine, cb),
+                    });
+                }
+            }
+        }
+        if groups.len() == 1 && units.len() > 1 && groups[0].0 == self.available {
+            notes.push(format!(
+                "all {} GPUs are near the same CPUs ({}): 'g' chooses each task's GPU, and the \
+                 rest of the layout ({}) places the tasks on those CPUs",
+                gpus.len(),
+                os_list(machine, &self.available),
+                self.req.layout
+            ));
+        }
+        Ok(groups)
     }
-    if groups.len() == 1 && units.len() > 1 && groups[0].0 == available {
-        notes.push(format!(
-            "all {} GPUs are near the same CPUs ({}): 'g' chooses each task's GPU, and the \
-             rest of the layout ({}) places the tasks on those CPUs",
-            gpus.len(),
-            os_list(machine, &available),
-            req.layout
-        ));
-    }
-    // The fabric NICs (else all NICs) and the NIC of each unit.
-    let nics: Vec<usize> = {
-        let all: Vec<usize> = (0..machine.devices().len())
-            .filter(|&i| machine.devices()[i].kind == DeviceKind::Nic)
+
+    /// Each unit's NIC: among the fabric NICs (else all NICs), the closest to its first GPU
+    /// (the smallest object holding both, then the smallest locality); equally close cards
+    /// are shared out in turn.
+    fn unit_nics(&self, units: &[Vec<usize>]) -> Vec<Option<usize>> {
+        let machine = self.machine;
+        let devices = machine.devices();
+        let all: Vec<usize> = (0..devices.len())
+            .filter(|&i| devices[i].kind == DeviceKind::Nic)
             .collect();
         let fabric: Vec<usize> = all
             .iter()
             .copied()
-            .filter(|&i| is_fabric(&machine.devices()[i]))
+            .filter(|&i| is_fabric(&devices[i]))
             .collect();
-        if fabric.is_empty() {
-            all
-        } else {
-            fabric
+        let nics = if fabric.is_empty() { all } else { fabric };
+        let mut unit_nic: Vec<Option<usize>> = vec![None; units.len()];
+        let mut turn: Vec<(Vec<usize>, usize)> = Vec::new();
+        for (i, unit) in units.iter().enumerate() {
+            let gpu = &self.gpus[unit[0]].pus;
+            let distance = |n: usize| {
+                let nic = &devices[n].pus;
+                (common_size(machine, gpu, nic), nic.len())
+            };
+            let Some(best) = nics.iter().map(|&n| distance(n)).min() else {
+                break;
+            };
+            let closest: Vec<usize> = nics
+                .iter()
+                .copied()
+                .filter(|&n| distance(n) == best)
+                .collect();
+            let t = match turn.iter_mut().find(|(c, _)| *c == closest) {
+                Some((_, t)) => t,
+                None => {
+                    turn.push((closest.clone(), 0));
+                    &mut turn.last_mut().expect("just pushed").1
+                }
+            };
+            unit_nic[i] = Some(closest[*t % closest.len()]);
+            *t += 1;
         }
-    };
-    let mut unit_nic: Vec<Option<usize>> = vec![None; units.len()];
-    let mut turn: Vec<(Vec<usize>, usize)> = Vec::new();
-    for (i, unit) in units.iter().enumerate() {
-        // The closest cards: those with the smallest object holding both them and the GPU,
-        // then the smallest locality; equally close cards are shared out in turn.
-        let gpu = &gpus[unit[0]].pus;
-        let distance = |n: usize| {
-            let nic = &machine.devices()[n].pus;
-            (common_size(machine, gpu, nic), nic.len())
-        };
-        let Some(best) = nics.iter().map(|&n| distance(n)).min() else {
-            break;
-        };
-        let closest: Vec<usize> = nics
-            .iter()
-            .copied()
-            .filter(|&n| distance(n) == best)
-            .collect();
-        let t = match turn.iter_mut().find(|(c, _)| *c == closest) {
-            Some((_, t)) => t,
-            None => {
-                turn.push((closest.clone(), 0));
-                &mut turn.last_mut().expect("just pushed").1
-            }
-        };
-        unit_nic[i] = Some(closest[*t % closest.len()]);
-        *t += 1;
+        unit_nic
     }
-    // Task t goes to unit t mod U; each group's tasks are placed on the group's CPUs (or, for
-    // -c, on those of an object holding them: below).
-    let unit_of = |t: u32| (t % u) as usize;
-    let group_tasks: Vec<Vec<u32>> = groups
-        .iter()
-        .map(|(_, members)| (0..np).filter(|&t| members.contains(&unit_of(t))).collect())
-        .collect();
-    let group_gpus = |g: usize| {
-        names(
-            gpus,
-            groups[g].1.iter().flat_map(|&m| units[m].iter().copied()),
-        )
-    };
-    if let Some(Bind::Width { level, .. }) = req.bind {
-        for (g, (cpus, _)) in groups.iter().enumerate() {
-            if group_tasks[g].is_empty() {
+
+    /// Refuses an asked width wider than a group's CPUs (of the groups with tasks).
+    fn check_widths(&self, grouped: &Grouped) -> Result<(), GpuError> {
+        let Some(Bind::Width { level, .. }) = self.req.bind else {
+            return Ok(());
+        };
+        for (g, (cpus, _)) in grouped.groups.iter().enumerate() {
+            if grouped.group_tasks[g].is_empty() {
                 continue;
             }
-            check_width(machine, level, cpus).map_err(|near| GpuError::Wider {
-                bind: req.bind.unwrap_or(Bind::None),
-                gpu: group_gpus(g),
-                cpus: os_list(machine, cpus),
+            check_width(self.machine, level, cpus).map_err(|near| GpuError::Wider {
+                bind: self.req.bind.unwrap_or(Bind::None),
+                gpu: grouped.gpus_of(self.gpus, g),
+                cpus: os_list(self.machine, cpus),
                 near,
             })?;
         }
+        Ok(())
     }
-    let per_task = req.cpus_per_task.max(1);
-    // Where the tasks go: each group's CPUs, unless the default binding for -c cannot give
-    // its tasks CPUs of their own there; then the smallest object holding them that can.
-    let mut spots: Vec<Spot> = groups
-        .iter()
-        .enumerate()
-        .filter(|(g, _)| !group_tasks[*g].is_empty())
-        .map(|(g, (cpus, _))| Spot {
-            cpus: cpus.clone(),
-            groups: vec![g],
-            object: None,
-        })
-        .collect();
-    if req.bind.is_some() && !req.bind_asked && per_task > 1 {
-        let tasks_of = |s: &Spot| s.groups.iter().map(|&g| group_tasks[g].len() as u32).sum();
-        let fits = |cpus: &[u32], n: u32| {
-            let sub = machine.restrict(&os_list(machine, cpus));
-            place_group(&sub, req, n)
-                .1
-                .is_ok_and(|p| p.passes() <= 1 && p.overlaps().is_empty())
-        };
-        if let Some(wider) = widen(machine, spots.clone(), &tasks_of, &fits) {
-            spots = wider;
-            for spot in spots.iter_mut().filter(|s| s.object.is_some()) {
-                spot.groups
-                    .sort_by_key(|&g| groups[g].0.first().copied().unwrap_or(u32::MAX));
-                let what = match req.cpu_unit {
-                    CpuUnit::Thread => "CPUs",
-                    CpuUnit::Core => "cores",
-                };
-                // Each group whose own CPUs cannot give its tasks CPUs of their own (a group
-                // that could is here because another's widened CPUs hold it).
-                let why: Vec<String> = spot
-                    .groups
-                    .iter()
-                    .filter(|&&g| !fits(&groups[g].0, group_tasks[g].len() as u32))
-                    .map(|&g| {
-                        let n = group_tasks[g].len() as u64;
-                        let need = n * u64::from(per_task);
-                        let have = cpus_covered(machine, &groups[g].0, req.cpu_unit);
-                        let near = group_gpus(g);
-                        match (need > u64::from(have), n) {
-                            (true, 1) => {
-                                format!("-c {per_task} is more than the {have} {what} near {near}")
-                            }
-                            (true, _) => format!(
-                                "{n} tasks of -c {per_task} need {need} {what}, more than the \
-                                 {have} near {near}"
-                            ),
-                            (false, _) => format!(
-                                "{n} task(s) of -c {per_task} cannot each have {per_task} {what} \
-                                 of their own among the {have} near {near}"
-                            ),
-                        }
-                    })
-                    .collect();
-                let n = tasks_of(spot);
-                let who = if spot.groups.len() > 1 {
-                    // The GPUs of these tasks (a group's GPUs without a task left out).
-                    let used = spot.groups.iter().flat_map(|&g| {
-                        groups[g]
-                            .1
-                            .iter()
-                            .filter(|&&m| (m as u32) < np)
-                            .flat_map(|&m| units[m].iter().copied())
-                    });
-                    format!("the {n} tasks of {} run together", names(gpus, used))
-                } else if n == 1 {
-                    "its task runs".to_string()
-                } else {
-                    format!("its {n} tasks run")
-                };
-                notes.push(format!(
-                    "{}: {who} on the CPUs of {} holding them ({}), none shared",
-                    why.join("; "),
-                    spot.object.as_deref().unwrap_or("the node"),
-                    os_list(machine, &spot.cpus)
-                ));
-            }
+
+    /// Whether `n` tasks get CPUs of their own, in one pass, on `cpus` (logical).
+    fn fits(&self, cpus: &[u32], n: u32) -> bool {
+        let sub = self.machine.restrict(&os_list(self.machine, cpus));
+        place_group(&sub, self.req, n)
+            .1
+            .is_ok_and(|p| p.passes() <= 1 && p.overlaps().is_empty())
+    }
+
+    /// Where the tasks go: each group's CPUs, unless the default binding for -c cannot give
+    /// its tasks CPUs of their own there; then the smallest object holding them that can,
+    /// with a note saying why.
+    fn spots(&self, grouped: &Grouped, notes: &mut Vec<String>) -> Vec<Spot> {
+        let spots: Vec<Spot> = grouped
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(g, _)| !grouped.group_tasks[*g].is_empty())
+            .map(|(g, (cpus, _))| Spot {
+                cpus: cpus.clone(),
+                groups: vec![g],
+                object: None,
+            })
+            .collect();
+        let req = self.req;
+        if req.bind.is_none() || req.bind_asked || req.cpus_per_task.max(1) <= 1 {
+            return spots;
         }
+        let tasks_of = |s: &Spot| {
+            s.groups
+                .iter()
+                .map(|&g| grouped.group_tasks[g].len() as u32)
+                .sum()
+        };
+        let fits = |cpus: &[u32], n: u32| self.fits(cpus, n);
+        let Some(mut wider) = widen(self.machine, spots.clone(), &tasks_of, &fits) else {
+            return spots;
+        };
+        for spot in wider.iter_mut().filter(|s| s.object.is_some()) {
+            spot.groups
+                .sort_by_key(|&g| grouped.groups[g].0.first().copied().unwrap_or(u32::MAX));
+            notes.push(self.widened_note(grouped, spot, tasks_of(spot)));
+        }
+        wider
     }
-    let mut groups_bound = Vec::new();
-    let mut tasks: Vec<Option<GpuTask>> = vec![None; np as usize];
-    for spot in &spots {
+
+    /// Why a spot's tasks run on the CPUs of an object holding their GPUs' (`n` tasks).
+    fn widened_note(&self, grouped: &Grouped, spot: &Spot, n: u32) -> String {
+        let (machine, req) = (self.machine, self.req);
+        let per_task = req.cpus_per_task.max(1);
+        let what = match req.cpu_unit {
+            CpuUnit::Thread => "CPUs",
+            CpuUnit::Core => "cores",
+        };
+        // Each group whose own CPUs cannot give its tasks CPUs of their own (a group that
+        // could is here because another's widened CPUs hold it).
+        let why: Vec<String> = spot
+            .groups
+            .iter()
+            .filter(|&&g| !self.fits(&grouped.groups[g].0, grouped.group_tasks[g].len() as u32))
+            .map(|&g| {
+                let n = grouped.group_tasks[g].len() as u64;
+                let need = n * u64::from(per_task);
+                let have = cpus_covered(machine, &grouped.groups[g].0, req.cpu_unit);
+                let near = grouped.gpus_of(self.gpus, g);
+                match (need > u64::from(have), n) {
+                    (true, 1) => {
+                        format!("-c {per_task} is more than the {have} {what} near {near}")
+                    }
+                    (true, _) => format!(
+                        "{n} tasks of -c {per_task} need {need} {what}, more than the {have} \
+                         near {near}"
+                    ),
+                    (false, _) => format!(
+                        "{n} task(s) of -c {per_task} cannot each have {per_task} {what} of \
+                         their own among the {have} near {near}"
+                    ),
+                }
+            })
+            .collect();
+        let who = if spot.groups.len() > 1 {
+            // The GPUs of these tasks (a group's GPUs without a task left out).
+            let used = spot.groups.iter().flat_map(|&g| {
+                grouped.groups[g]
+                    .1
+                    .iter()
+                    .filter(|&&m| (m as u32) < self.np)
+                    .flat_map(|&m| grouped.units[m].iter().copied())
+            });
+            format!("the {n} tasks of {} run together", names(self.gpus, used))
+        } else if n == 1 {
+            "its task runs".to_string()
+        } else {
+            format!("its {n} tasks run")
+        };
+        format!(
+            "{}: {who} on the CPUs of {} holding them ({}), none shared",
+            why.join("; "),
+            spot.object.as_deref().unwrap_or("the node"),
+            os_list(machine, &spot.cpus)
+        )
+    }
+
+    /// Places the tasks of `spot`'s groups, each group's in turn (groups in the order of their
+    /// CPUs, so that the layout puts each group's tasks next to one another), into `tasks`;
+    /// how they were bound, where the request binds.
+    fn place_spot(
+        &self,
+        grouped: &Grouped,
+        spot: &Spot,
+        rank: &dyn Fn(u32) -> u32,
+        tasks: &mut [Option<GpuTask>],
+    ) -> Result<Option<GroupBinding>, GpuError> {
+        let (machine, req) = (self.machine, self.req);
         let cpus = &spot.cpus;
-        // The tasks of each group in turn (groups in the order of their CPUs), so that the
-        // layout puts each group's tasks next to one another.
         let mine: Vec<u32> = spot
             .groups
             .iter()
-            .flat_map(|&g| group_tasks[g].iter().copied())
+            .flat_map(|&g| grouped.group_tasks[g].iter().copied())
             .collect();
         let cpus_os = os_list(machine, cpus);
         let sub = machine.restrict(&cpus_os);
         let gpu_names = names(
-            gpus,
-            spot.groups
-                .iter()
-                .flat_map(|&g| groups[g].1.iter().flat_map(|&m| units[m].iter().copied())),
+            self.gpus,
+            spot.groups.iter().flat_map(|&g| {
+                grouped.groups[g]
+                    .1
+                    .iter()
+                    .flat_map(|&m| grouped.units[m].iter().copied())
+            }),
         );
         let (widened, placed) = place_group(&sub, req, mine.len() as u32);
         let placed = placed.map_err(|error| GpuError::Place {
@@ -491,52 +634,46 @@ pub fn place_by_gpu_ranked(
             cpus: cpus_os.clone(),
             error: Box::new(error),
         })?;
-        if req.bind.is_some() {
-            let narrowest = (0..mine.len())
-                .map(|j| placed.info(j).bound_logical)
-                .min_by_key(Vec::len)
-                .unwrap_or_default();
-            groups_bound.push(GroupBinding {
-                gpus: gpu_names.clone(),
-                tasks: mine.len() as u32,
-                widened,
-                used: placed.request().bind,
-                narrowest,
-                shared: if req.bind_asked {
-                    placed.overlap_warning_needing(
-                        |j| rank(mine[j as usize]),
-                        crate::hybrid::threads_needed(&sub, req.cpus_per_task, req.cpu_unit),
-                    )
-                } else {
-                    None
-                },
-            });
-        }
+        let u = grouped.units.len() as u32;
         for (j, &t) in mine.iter().enumerate() {
             let info = placed.info(j);
             let (bound_logical, cpus_bound) = match req.bind {
                 None => (cpus.clone(), cpus_os.clone()),
                 Some(_) => (info.bound_logical, info.cpus),
             };
-            let unit = unit_of(t);
+            let unit = (t % u) as usize;
             tasks[t as usize] = Some(GpuTask {
-                gpus: units[unit].clone(),
-                nic: unit_nic[unit],
+                gpus: grouped.units[unit].clone(),
+                nic: grouped.unit_nic[unit],
                 pu_logical: info.pu_logical,
                 bound_logical,
                 cpus: cpus_bound,
                 bind: req.bind.map(|_| placed.request().bind),
             });
         }
+        if req.bind.is_none() {
+            return Ok(None);
+        }
+        let narrowest = (0..mine.len())
+            .map(|j| placed.info(j).bound_logical)
+            .min_by_key(Vec::len)
+            .unwrap_or_default();
+        Ok(Some(GroupBinding {
+            gpus: gpu_names,
+            tasks: mine.len() as u32,
+            widened,
+            used: placed.request().bind,
+            narrowest,
+            shared: if req.bind_asked {
+                placed.overlap_warning_needing(
+                    |j| rank(mine[j as usize]),
+                    crate::hybrid::threads_needed(&sub, req.cpus_per_task, req.cpu_unit),
+                )
+            } else {
+                None
+            },
+        }))
     }
-    Ok(GpuPlacement {
-        tasks: tasks
-            .into_iter()
-            .map(|t| t.expect("every task is in one group"))
-            .collect(),
-        notes,
-        groups: groups_bound,
-    })
 }
 
 /// Places `np` tasks of one group of GPUs on `sub` (the node restricted to the CPUs given to

@@ -690,258 +690,26 @@ fn place_with<'m>(
         return Err(PlaceError::NoNodes);
     }
     let layout_levels: Vec<Level> = req.layout.levels().to_vec();
-    let npos = req.layout.node_position();
-
-    // 1. One view per distinct machine.
-    let mut views: Vec<NodeView> = Vec::new();
-    let mut seen: Vec<*const Machine> = Vec::new();
-    let mut node_view = Vec::with_capacity(nodes.len());
-    for &m in nodes {
-        let ptr = m as *const Machine;
-        let v = match seen.iter().position(|&s| s == ptr) {
-            Some(v) => v,
-            None => {
-                seen.push(ptr);
-                views.push(NodeView::new(m, req, &layout_levels, within, blocks));
-                views.len() - 1
-            }
-        };
-        node_view.push(v as u32);
-    }
-
-    // 2. Widths of the maximal tree, then each view's position table.
-    let k = layout_levels.len();
-    let mut widths = vec![1u32; k];
-    widths[npos] = nodes.len() as u32;
-    for v in &views {
-        for row in v.coords.chunks(k) {
-            for (i, &c) in row.iter().enumerate() {
-                if i != npos {
-                    widths[i] = widths[i].max(c + 1);
-                }
-            }
-        }
-    }
-    let mut stride = vec![0u64; k];
-    let mut size: u64 = 1;
-    for i in 0..k {
-        if i != npos {
-            stride[i] = size;
-            size = size.saturating_mul(u64::from(widths[i]));
-        }
-    }
-    if size > MAX_POSITIONS_PER_NODE {
-        return Err(PlaceError::TooLarge {
-            layout: req.layout.clone(),
-            positions: size,
-        });
-    }
-    for v in &mut views {
-        v.table = vec![0; size as usize];
-        for (row, &p) in v.coords.chunks(k).zip(&v.pus) {
-            let off: u64 = row
-                .iter()
-                .zip(&stride)
-                .map(|(&c, &s)| u64::from(c) * s)
-                .sum();
-            v.table[off as usize] = p + 1;
-        }
-    }
-
-    // 3. Passes.
-    let (bind_count, bind_level) = match req.bind {
-        Bind::None => (0, None),
-        Bind::Width { count, level } => (count, Some(level)),
-    };
-    // The binding level steps by the width, except over blocks (every position of a block
-    // leads to it; the first one visited takes it).
-    let step: Vec<u32> = layout_levels
-        .iter()
-        .map(|&l| {
-            if Some(l) == bind_level && l != Level::Node && !blocks {
-                bind_count
-            } else {
-                1
-            }
-        })
-        .collect();
-    let limit_max: Vec<u32> = req.mppr.limits().iter().map(|&(n, _)| n).collect();
-    // MPPR counters: per limit, per node, per object of the limit's level.
-    let mut count_base: Vec<Vec<usize>> = Vec::with_capacity(limit_max.len());
-    let mut counts: Vec<Vec<u32>> = Vec::with_capacity(limit_max.len());
-    for j in 0..limit_max.len() {
-        let mut base = Vec::with_capacity(nodes.len());
-        let mut total = 0usize;
-        for &v in &node_view {
-            base.push(total);
-            total += views[v as usize].limits[j].objs.ranges.len();
-        }
-        count_base.push(base);
-        counts.push(vec![0; total]);
-    }
-
-    // Sharing. `uses`: processes mapped to each PU (per node, by logical index). `load`
-    // (bindings that must not share: the default binding): processes bound to each PU.
-    let sharing = if bind_level.is_some() && (req.bind_within || blocks) {
-        Sharing::Never
-    } else {
-        Sharing::MappedPu
-    };
-    let mut pu_base = Vec::with_capacity(nodes.len());
-    let mut total_pus = 0usize;
-    for &m in nodes {
-        pu_base.push(total_pus);
-        total_pus += m.pus().len();
-    }
-    let mut uses = vec![0u32; total_pus];
-    let mut load = vec![
-        0u32;
-        if sharing == Sharing::Never {
-            total_pus
-        } else {
-            0
-        }
-    ];
-
+    let (mut views, node_view) = node_views(nodes, req, &layout_levels, within, blocks);
+    let grid = Grid::of(&views, req, nodes.len())?;
+    grid.fill(&mut views);
+    let mut sweeps = Sweeps::new(nodes, req, &layout_levels, &views, &node_view, blocks);
     let np = req.np as usize;
     let mut processes: Vec<Process> = Vec::with_capacity(np);
     let mut passes = 0u32;
     let mut first_pass = true;
-    // A sweep takes a position whose binding is shared by fewer than `bind_level_max` times
-    // its allowance and whose mapped PU is used by fewer than `pu_level_max` processes. The
-    // first pass is (1, 1); oversubscribed sweeps start at (1, 1) again (filling what MPPR
-    // left free) and raise one then the other when a sweep finds nothing.
-    let (mut share_max, mut pu_max) = (1u32, 1u32);
-    let mut shared_skips = 0u32;
-    let mut idx = vec![0u32; k];
-    let mut span: Vec<(u32, u32)> = vec![(0, 0); limit_max.len()];
     while processes.len() < np {
         let before = processes.len();
-        let mut blocked = false;
-        idx.iter_mut().for_each(|i| *i = 0);
-        let mut off: u64 = 0;
-        'positions: loop {
-            let node = idx[npos];
-            let view = &views[node_view[node as usize] as usize];
-            let cell = view.table[off as usize];
-            if cell != 0 {
-                let pu = cell - 1;
-                let bind_start = if bind_level.is_some() {
-                    view.bind_start[pu as usize]
-                } else {
-                    NONE
-                };
-                let usable = bind_level.is_none() || bind_start != NONE;
-                let pbase = pu_base[node as usize];
-                let mut fits = usable
-                    && uses[pbase + pu as usize] < pu_max
-                    && match (sharing, &view.bind) {
-                        (Sharing::Never, Some(b)) => {
-                            let mut free = true;
-                            'objs: for o in bind_start..bind_start + bind_count {
-                                let (s, e) = b.ranges[o as usize];
-                                for q in s..e {
-                                    if load[pbase + q as usize] >= share_max {
-                                        free = false;
-                                        break 'objs;
-                                    }
-                                }
-                            }
-                            free
-                        }
-                        _ => true,
-                    };
-                if usable && !fits {
-                    blocked = true;
-                    if first_pass {
-                        shared_skips += 1;
-                    }
-                }
-                if fits && first_pass && !limit_max.is_empty() {
-                    for (j, lim) in view.limits.iter().enumerate() {
-                        span[j] = if bind_level.is_some() {
-                            let (mut lo, mut hi) = (NONE, 0);
-                            for b in bind_start..bind_start + bind_count {
-                                let (l, h) = lim.per_bind[b as usize];
-                                if l < h {
-                                    lo = lo.min(l);
-                                    hi = hi.max(h);
-                                }
-                            }
-                            if lo == NONE {
-                                (0, 0)
-                            } else {
-                                (lo, hi)
-                            }
-                        } else {
-                            let t = lim.objs.of_pu[pu as usize];
-                            if t == NONE {
-                                (0, 0)
-                            } else {
-                                (t, t + 1)
-                            }
-                        };
-                        let base = count_base[j][node as usize];
-                        let (lo, hi) = span[j];
-                        if (lo..hi).any(|t| counts[j][base + t as usize] >= limit_max[j]) {
-                            fits = false;
-                            break;
-                        }
-                    }
-                    if fits {
-                        for j in 0..limit_max.len() {
-                            let base = count_base[j][node as usize];
-                            let (lo, hi) = span[j];
-                            for t in lo..hi {
-                                counts[j][base + t as usize] += 1;
-                            }
-                        }
-                    }
-                }
-                if fits {
-                    uses[pbase + pu as usize] += 1;
-                    if let (Sharing::Never, Some(b)) = (sharing, &view.bind) {
-                        for o in bind_start..bind_start + bind_count {
-                            let (s, e) = b.ranges[o as usize];
-                            for q in s..e {
-                                load[pbase + q as usize] += 1;
-                            }
-                        }
-                    }
-                    processes.push(Process {
-                        node,
-                        pu,
-                        bind_start,
-                    });
-                    if processes.len() == np {
-                        break 'positions;
-                    }
-                }
-            }
-            // Advance the odometer: leftmost level fastest.
-            let mut i = 0;
-            loop {
-                if i == k {
-                    break 'positions;
-                }
-                idx[i] += step[i];
-                off += u64::from(step[i]) * stride[i];
-                if idx[i] < widths[i] {
-                    break;
-                }
-                off -= u64::from(idx[i]) * stride[i];
-                idx[i] = 0;
-                i += 1;
-            }
-        }
+        let blocked = sweeps.sweep(&views, &node_view, &grid, first_pass, np, &mut processes);
         let placed = processes.len() - before;
+        let no_resources = || PlaceError::NoUsableResources {
+            requested: req.np,
+            why: no_resource_reason(nodes, req),
+        };
         if first_pass {
             first_pass = false;
             if placed == 0 {
-                return Err(PlaceError::NoUsableResources {
-                    requested: req.np,
-                    why: no_resource_reason(nodes, req),
-                });
+                return Err(no_resources());
             }
             passes = 1;
             if processes.len() < np && !req.oversubscribe {
@@ -952,24 +720,14 @@ fn place_with<'m>(
                     bind: req.bind,
                     mppr: req.mppr.clone(),
                     nodes: nodes.len(),
-                    shared: shared_skips,
+                    shared: sweeps.shared_skips,
                     without_mppr: None,
                 });
             }
         } else if placed > 0 {
             passes += 1;
-        } else if blocked && share_max <= req.np {
-            // Every position left is shared as much as this sweep allows: allow one more.
-            if share_max == pu_max {
-                share_max += 1;
-            } else {
-                pu_max += 1;
-            }
-        } else {
-            return Err(PlaceError::NoUsableResources {
-                requested: req.np,
-                why: no_resource_reason(nodes, req),
-            });
+        } else if !(blocked && sweeps.allow_more_sharing(req.np)) {
+            return Err(no_resources());
         }
     }
     if req.order == Order::Sequential {
@@ -980,11 +738,369 @@ fn place_with<'m>(
         node_view,
         views,
         request: req.clone(),
-        widths: layout_levels.into_iter().zip(widths).collect(),
+        widths: layout_levels.into_iter().zip(grid.widths).collect(),
         processes,
         passes,
         blocks,
     })
+}
+
+/// One view per distinct machine of `nodes` (by address), and each node's view.
+fn node_views(
+    nodes: &[&Machine],
+    req: &Request,
+    layout_levels: &[Level],
+    within: bool,
+    blocks: bool,
+) -> (Vec<NodeView>, Vec<u32>) {
+    let mut views: Vec<NodeView> = Vec::new();
+    let mut seen: Vec<*const Machine> = Vec::new();
+    let mut node_view = Vec::with_capacity(nodes.len());
+    for &m in nodes {
+        let ptr = m as *const Machine;
+        let v = match seen.iter().position(|&s| s == ptr) {
+            Some(v) => v,
+            None => {
+                seen.push(ptr);
+                views.push(NodeView::new(m, req, layout_levels, within, blocks));
+                views.len() - 1
+            }
+        };
+        node_view.push(v as u32);
+    }
+    (views, node_view)
+}
+
+/// The maximal tree of the layout over all the nodes: each level's width (the node level's the
+/// node count), each level's stride in a view's position table (the node level has none), and
+/// the positions of one node.
+struct Grid {
+    widths: Vec<u32>,
+    stride: Vec<u64>,
+    size: u64,
+    /// The node level's place in the layout.
+    npos: usize,
+}
+
+impl Grid {
+    /// Refused when one node's positions would be more than [`MAX_POSITIONS_PER_NODE`].
+    fn of(views: &[NodeView], req: &Request, nodes: usize) -> Result<Grid, PlaceError> {
+        let k = req.layout.levels().len();
+        let npos = req.layout.node_position();
+        let mut widths = vec![1u32; k];
+        widths[npos] = nodes as u32;
+        for v in views {
+            for row in v.coords.chunks(k) {
+                for (i, &c) in row.iter().enumerate() {
+                    if i != npos {
+                        widths[i] = widths[i].max(c + 1);
+                    }
+                }
+            }
+        }
+        let mut stride = vec![0u64; k];
+        let mut size: u64 = 1;
+        for i in 0..k {
+            if i != npos {
+                stride[i] = size;
+                size = size.saturating_mul(u64::from(widths[i]));
+            }
+        }
+        if size > MAX_POSITIONS_PER_NODE {
+            return Err(PlaceError::TooLarge {
+                layout: req.layout.clone(),
+                positions: size,
+            });
+        }
+        Ok(Grid {
+            widths,
+            stride,
+            size,
+            npos,
+        })
+    }
+
+    /// Each view's position table: position offset -> PU + 1.
+    fn fill(&self, views: &mut [NodeView]) {
+        let k = self.widths.len();
+        for v in views {
+            v.table = vec![0; self.size as usize];
+            for (row, &p) in v.coords.chunks(k).zip(&v.pus) {
+                let off: u64 = row
+                    .iter()
+                    .zip(&self.stride)
+                    .map(|(&c, &s)| u64::from(c) * s)
+                    .sum();
+                v.table[off as usize] = p + 1;
+            }
+        }
+    }
+}
+
+/// The state of the passes over the positions: how far the binding level steps, the MPPR
+/// counters, and what each PU is used and bound by.
+struct Sweeps {
+    bind_count: u32,
+    bound: bool,
+    /// How far each level steps: the binding level by the width, except over blocks (every
+    /// position of a block leads to it; the first one visited takes it).
+    step: Vec<u32>,
+    /// MPPR counters: per limit, its maximum, each node's first counter, and a counter per
+    /// object of the limit's level on each node.
+    limit_max: Vec<u32>,
+    count_base: Vec<Vec<usize>>,
+    counts: Vec<Vec<u32>>,
+    /// The objects of each limit that the position being tried meets.
+    span: Vec<(u32, u32)>,
+    sharing: Sharing,
+    /// Each node's first PU in `uses` and `load`.
+    pu_base: Vec<usize>,
+    /// Processes mapped to each PU (per node, by logical index).
+    uses: Vec<u32>,
+    /// Processes bound to each PU (bindings that must not share: the default binding).
+    load: Vec<u32>,
+    /// A sweep takes a position whose binding is shared by fewer than `share_max` times its
+    /// allowance and whose mapped PU is used by fewer than `pu_max` processes. The first pass
+    /// is (1, 1); oversubscribed sweeps start at (1, 1) again (filling what MPPR left free) and
+    /// raise one then the other when a sweep finds nothing.
+    share_max: u32,
+    pu_max: u32,
+    /// Positions of the first pass skipped because their binding was taken.
+    shared_skips: u32,
+}
+
+impl Sweeps {
+    fn new(
+        nodes: &[&Machine],
+        req: &Request,
+        layout_levels: &[Level],
+        views: &[NodeView],
+        node_view: &[u32],
+        blocks: bool,
+    ) -> Sweeps {
+        let (bind_count, bind_level) = match req.bind {
+            Bind::None => (0, None),
+            Bind::Width { count, level } => (count, Some(level)),
+        };
+        let step = layout_levels
+            .iter()
+            .map(|&l| {
+                if Some(l) == bind_level && l != Level::Node && !blocks {
+                    bind_count
+                } else {
+                    1
+                }
+            })
+            .collect();
+        let limit_max: Vec<u32> = req.mppr.limits().iter().map(|&(n, _)| n).collect();
+        let mut count_base: Vec<Vec<usize>> = Vec::with_capacity(limit_max.len());
+        let mut counts: Vec<Vec<u32>> = Vec::with_capacity(limit_max.len());
+        for j in 0..limit_max.len() {
+            let mut base = Vec::with_capacity(nodes.len());
+            let mut total = 0usize;
+            for &v in node_view {
+                base.push(total);
+                total += views[v as usize].limits[j].objs.ranges.len();
+            }
+            count_base.push(base);
+            counts.push(vec![0; total]);
+        }
+        let sharing = if bind_level.is_some() && (req.bind_within || blocks) {
+            Sharing::Never
+        } else {
+            Sharing::MappedPu
+        };
+        let mut pu_base = Vec::with_capacity(nodes.len());
+        let mut total_pus = 0usize;
+        for &m in nodes {
+            pu_base.push(total_pus);
+            total_pus += m.pus().len();
+        }
+        let load_len = if sharing == Sharing::Never {
+            total_pus
+        } else {
+            0
+        };
+        Sweeps {
+            bind_count,
+            bound: bind_level.is_some(),
+            step,
+            span: vec![(0, 0); limit_max.len()],
+            limit_max,
+            count_base,
+            counts,
+            sharing,
+            pu_base,
+            uses: vec![0u32; total_pus],
+            load: vec![0u32; load_len],
+            share_max: 1,
+            pu_max: 1,
+            shared_skips: 0,
+        }
+    }
+
+    /// After a sweep that placed nothing and found positions taken: allows one more sharer of
+    /// a binding, then of a mapped PU; `false` when sharing may grow no more.
+    fn allow_more_sharing(&mut self, np: u32) -> bool {
+        if self.share_max > np {
+            return false;
+        }
+        if self.share_max == self.pu_max {
+            self.share_max += 1;
+        } else {
+            self.pu_max += 1;
+        }
+        true
+    }
+
+    /// One sweep over every position, leftmost level fastest, placing a process on each
+    /// position that fits until `np` are placed; whether a usable position did not fit.
+    fn sweep(
+        &mut self,
+        views: &[NodeView],
+        node_view: &[u32],
+        grid: &Grid,
+        first_pass: bool,
+        np: usize,
+        processes: &mut Vec<Process>,
+    ) -> bool {
+        let k = grid.widths.len();
+        let mut blocked = false;
+        let mut idx = vec![0u32; k];
+        let mut off: u64 = 0;
+        loop {
+            let node = idx[grid.npos];
+            let view = &views[node_view[node as usize] as usize];
+            let cell = view.table[off as usize];
+            if cell != 0 {
+                let pu = cell - 1;
+                match self.try_position(view, node, pu, first_pass) {
+                    Tried::Taken(bind_start) => {
+                        processes.push(Process {
+                            node,
+                            pu,
+                            bind_start,
+                        });
+                        if processes.len() == np {
+                            return blocked;
+                        }
+                    }
+                    Tried::Blocked => blocked = true,
+                    Tried::Unusable => {}
+                }
+            }
+            // Advance the odometer: leftmost level fastest.
+            let mut i = 0;
+            loop {
+                if i == k {
+                    return blocked;
+                }
+                idx[i] += self.step[i];
+                off += u64::from(self.step[i]) * grid.stride[i];
+                if idx[i] < grid.widths[i] {
+                    break;
+                }
+                off -= u64::from(idx[i]) * grid.stride[i];
+                idx[i] = 0;
+                i += 1;
+            }
+        }
+    }
+
+    /// Tries the position of `pu` on `node` (`view`): taken (its uses, bindings and MPPR
+    /// counters counted), blocked (usable, but taken as much as this sweep allows), or
+    /// unusable (its binding does not fit from it).
+    fn try_position(&mut self, view: &NodeView, node: u32, pu: u32, first_pass: bool) -> Tried {
+        let bind_start = if self.bound {
+            view.bind_start[pu as usize]
+        } else {
+            NONE
+        };
+        if self.bound && bind_start == NONE {
+            return Tried::Unusable;
+        }
+        let pbase = self.pu_base[node as usize];
+        let free = self.uses[pbase + pu as usize] < self.pu_max
+            && match (self.sharing, &view.bind) {
+                (Sharing::Never, Some(b)) => (bind_start..bind_start + self.bind_count).all(|o| {
+                    let (s, e) = b.ranges[o as usize];
+                    (s..e).all(|q| self.load[pbase + q as usize] < self.share_max)
+                }),
+                _ => true,
+            };
+        if !free {
+            if first_pass {
+                self.shared_skips += 1;
+            }
+            return Tried::Blocked;
+        }
+        if first_pass && !self.limit_max.is_empty() && !self.mppr_takes(view, node, pu, bind_start)
+        {
+            return Tried::Unusable;
+        }
+        self.uses[pbase + pu as usize] += 1;
+        if let (Sharing::Never, Some(b)) = (self.sharing, &view.bind) {
+            for o in bind_start..bind_start + self.bind_count {
+                let (s, e) = b.ranges[o as usize];
+                for q in s..e {
+                    self.load[pbase + q as usize] += 1;
+                }
+            }
+        }
+        Tried::Taken(bind_start)
+    }
+
+    /// Whether every MPPR limit leaves room for a process at `pu` (its binding's objects of
+    /// each limit's level, or its PU's without a binding); if so, counts it.
+    fn mppr_takes(&mut self, view: &NodeView, node: u32, pu: u32, bind_start: u32) -> bool {
+        for (j, lim) in view.limits.iter().enumerate() {
+            self.span[j] = if self.bound {
+                let (mut lo, mut hi) = (NONE, 0);
+                for b in bind_start..bind_start + self.bind_count {
+                    let (l, h) = lim.per_bind[b as usize];
+                    if l < h {
+                        lo = lo.min(l);
+                        hi = hi.max(h);
+                    }
+                }
+                if lo == NONE {
+                    (0, 0)
+                } else {
+                    (lo, hi)
+                }
+            } else {
+                let t = lim.objs.of_pu[pu as usize];
+                if t == NONE {
+                    (0, 0)
+                } else {
+                    (t, t + 1)
+                }
+            };
+            let base = self.count_base[j][node as usize];
+            let (lo, hi) = self.span[j];
+            if (lo..hi).any(|t| self.counts[j][base + t as usize] >= self.limit_max[j]) {
+                return false;
+            }
+        }
+        for j in 0..self.limit_max.len() {
+            let base = self.count_base[j][node as usize];
+            let (lo, hi) = self.span[j];
+            for t in lo..hi {
+                self.counts[j][base + t as usize] += 1;
+            }
+        }
+        true
+    }
+}
+
+/// What trying a position gave.
+enum Tried {
+    /// A process was placed there, with this first binding object.
+    Taken(u32),
+    /// Usable, but taken as much as this sweep allows.
+    Blocked,
+    /// Its binding does not fit from there, or an MPPR limit is reached.
+    Unusable,
 }
 
 /// How a pass decides whether a position's binding may be shared with earlier processes.

@@ -691,9 +691,9 @@ fn place_with<'m>(
     }
     let layout_levels: Vec<Level> = req.layout.levels().to_vec();
     let (mut views, node_view) = node_views(nodes, req, &layout_levels, within, blocks);
-    let grid = Grid::of(&views, req, nodes.len())?;
+    let grid = Grid::of(&views, req, nodes.len(), blocks)?;
     grid.fill(&mut views);
-    let mut sweeps = Sweeps::new(nodes, req, &layout_levels, &views, &node_view, blocks);
+    let mut sweeps = Sweeps::new(nodes, req, &views, &node_view, blocks);
     let np = req.np as usize;
     let mut processes: Vec<Process> = Vec::with_capacity(np);
     let mut passes = 0u32;
@@ -772,11 +772,14 @@ fn node_views(
 }
 
 /// The maximal tree of the layout over all the nodes: each level's width (the node level's the
-/// node count), each level's stride in a view's position table (the node level has none), and
-/// the positions of one node.
+/// node count), each level's stride in a view's position table (the node level has none), how
+/// far a sweep steps at each level, and the positions of one node.
 struct Grid {
     widths: Vec<u32>,
     stride: Vec<u64>,
+    /// The binding level steps by the width, except over blocks (every position of a block
+    /// leads to it; the first one visited takes it).
+    step: Vec<u32>,
     size: u64,
     /// The node level's place in the layout.
     npos: usize,
@@ -784,7 +787,12 @@ struct Grid {
 
 impl Grid {
     /// Refused when one node's positions would be more than [`MAX_POSITIONS_PER_NODE`].
-    fn of(views: &[NodeView], req: &Request, nodes: usize) -> Result<Grid, PlaceError> {
+    fn of(
+        views: &[NodeView],
+        req: &Request,
+        nodes: usize,
+        blocks: bool,
+    ) -> Result<Grid, PlaceError> {
         let k = req.layout.levels().len();
         let npos = req.layout.node_position();
         let mut widths = vec![1u32; k];
@@ -812,9 +820,19 @@ impl Grid {
                 positions: size,
             });
         }
+        let step = req
+            .layout
+            .levels()
+            .iter()
+            .map(|&l| match req.bind {
+                Bind::Width { count, level } if l == level && l != Level::Node && !blocks => count,
+                _ => 1,
+            })
+            .collect();
         Ok(Grid {
             widths,
             stride,
+            step,
             size,
             npos,
         })
@@ -842,9 +860,6 @@ impl Grid {
 struct Sweeps {
     bind_count: u32,
     bound: bool,
-    /// How far each level steps: the binding level by the width, except over blocks (every
-    /// position of a block leads to it; the first one visited takes it).
-    step: Vec<u32>,
     /// MPPR counters: per limit, its maximum, each node's first counter, and a counter per
     /// object of the limit's level on each node.
     limit_max: Vec<u32>,
@@ -873,7 +888,6 @@ impl Sweeps {
     fn new(
         nodes: &[&Machine],
         req: &Request,
-        layout_levels: &[Level],
         views: &[NodeView],
         node_view: &[u32],
         blocks: bool,
@@ -882,16 +896,6 @@ impl Sweeps {
             Bind::None => (0, None),
             Bind::Width { count, level } => (count, Some(level)),
         };
-        let step = layout_levels
-            .iter()
-            .map(|&l| {
-                if Some(l) == bind_level && l != Level::Node && !blocks {
-                    bind_count
-                } else {
-                    1
-                }
-            })
-            .collect();
         let limit_max: Vec<u32> = req.mppr.limits().iter().map(|&(n, _)| n).collect();
         let mut count_base: Vec<Vec<usize>> = Vec::with_capacity(limit_max.len());
         let mut counts: Vec<Vec<u32>> = Vec::with_capacity(limit_max.len());
@@ -924,7 +928,6 @@ impl Sweeps {
         Sweeps {
             bind_count,
             bound: bind_level.is_some(),
-            step,
             span: vec![(0, 0); limit_max.len()],
             limit_max,
             count_base,
@@ -995,8 +998,8 @@ impl Sweeps {
                 if i == k {
                     return blocked;
                 }
-                idx[i] += self.step[i];
-                off += u64::from(self.step[i]) * grid.stride[i];
+                idx[i] += grid.step[i];
+                off += u64::from(grid.step[i]) * grid.stride[i];
                 if idx[i] < grid.widths[i] {
                     break;
                 }
@@ -1053,10 +1056,19 @@ impl Sweeps {
     /// Whether every MPPR limit leaves room for a process at `pu` (its binding's objects of
     /// each limit's level, or its PU's without a binding); if so, counts it.
     fn mppr_takes(&mut self, view: &NodeView, node: u32, pu: u32, bind_start: u32) -> bool {
+        let Sweeps {
+            span,
+            counts,
+            count_base,
+            limit_max,
+            bound,
+            bind_count,
+            ..
+        } = self;
         for (j, lim) in view.limits.iter().enumerate() {
-            self.span[j] = if self.bound {
+            span[j] = if *bound {
                 let (mut lo, mut hi) = (NONE, 0);
-                for b in bind_start..bind_start + self.bind_count {
+                for b in bind_start..bind_start + *bind_count {
                     let (l, h) = lim.per_bind[b as usize];
                     if l < h {
                         lo = lo.min(l);
@@ -1076,17 +1088,17 @@ impl Sweeps {
                     (t, t + 1)
                 }
             };
-            let base = self.count_base[j][node as usize];
-            let (lo, hi) = self.span[j];
-            if (lo..hi).any(|t| self.counts[j][base + t as usize] >= self.limit_max[j]) {
+            let base = count_base[j][node as usize];
+            let (lo, hi) = span[j];
+            if (lo..hi).any(|t| counts[j][base + t as usize] >= limit_max[j]) {
                 return false;
             }
         }
-        for j in 0..self.limit_max.len() {
-            let base = self.count_base[j][node as usize];
-            let (lo, hi) = self.span[j];
+        for j in 0..limit_max.len() {
+            let base = count_base[j][node as usize];
+            let (lo, hi) = span[j];
             for t in lo..hi {
-                self.counts[j][base + t as usize] += 1;
+                counts[j][base + t as usize] += 1;
             }
         }
         true

@@ -249,16 +249,7 @@ pub fn place_here(
     let Some(options) = request.gpu else {
         return Err("the request does not place by GPU".to_string());
     };
-    let all = machine_gpus(machine);
-    let by_uuid = match &gpus.tokens {
-        Some(t) if gpus.uuids && t.len() == gpus.slurm.len() => step_gpus_by_uuid(&all, t),
-        _ => None,
-    };
-    let step = match (by_uuid, &gpus.cards) {
-        (Some(found), _) => found?,
-        (None, Some(cards)) => step_gpus_by_card(&all, &gpus.slurm, cards)?,
-        (None, None) => step_gpus(&all, &gpus.slurm)?,
-    };
+    let step = step_devices(machine, gpus)?;
     let per_task = match (&gpus.binding, gpus.binding.own_gpus_per_task()) {
         (SlurmGpuBind::None, _) => None,
         (b, Some(k)) => Some((k, per_task_numbering(gpus, b, k, globals.len())?)),
@@ -277,12 +268,6 @@ pub fn place_here(
         cpus_per_task: cpus.per_task.max(1),
         cpu_unit: cpus.unit,
     };
-    let fail = |e: GpuError| match e {
-        GpuError::Place { .. } if !overcommit => {
-            format!("{e} (to oversubscribe: srun --overcommit)")
-        }
-        e => e.to_string(),
-    };
     let vendor = step.first().map_or("", |d| d.vendor.as_str());
     let builder = TaskBuilder {
         machine: machine.clone(),
@@ -296,68 +281,143 @@ pub fn place_here(
         slurm: gpus.slurm.clone(),
         isolate: options.isolate,
     };
-    if let Some((k, numbered_locally)) = per_task {
-        let placed = lama_engine::place_gpu_slots(machine, &step, &req, "the step has no GPU here")
-            .map_err(fail)?;
+    let here = Here {
+        machine,
+        step: &step,
+        req: &req,
+        gpus,
+        globals,
+        overcommit,
+    };
+    match per_task {
+        Some((k, numbered_locally)) => {
+            here.slurm_binds(builder, k, numbered_locally, request.verbose)
+        }
+        None => here.lama_chooses(&builder),
+    }
+}
+
+/// The step's GPUs on this node, as Slurm gave them: by UUID where Slurm's variable names
+/// them so, else by the device files Slurm lets the step open (`cards`), else by Slurm's
+/// indexes in PCI bus order.
+fn step_devices<'m>(machine: &'m Machine, gpus: &StepGpus) -> Result<Vec<&'m Device>, String> {
+    let all = machine_gpus(machine);
+    let by_uuid = match &gpus.tokens {
+        Some(t) if gpus.uuids && t.len() == gpus.slurm.len() => step_gpus_by_uuid(&all, t),
+        _ => None,
+    };
+    match (by_uuid, &gpus.cards) {
+        (Some(found), _) => found,
+        (None, Some(cards)) => step_gpus_by_card(&all, &gpus.slurm, cards),
+        (None, None) => step_gpus(&all, &gpus.slurm),
+    }
+}
+
+/// One node's placement by GPU: the machine, the step's GPUs there, the request, Slurm's view
+/// of the GPUs, the local tasks' global ranks, and whether the step may oversubscribe.
+struct Here<'a> {
+    machine: &'a Machine,
+    step: &'a [&'a Device],
+    req: &'a GpuRequest,
+    gpus: &'a StepGpus,
+    globals: &'a [u32],
+    overcommit: bool,
+}
+
+impl Here<'_> {
+    /// A placement error as the user reads it.
+    fn fail(&self, e: GpuError) -> String {
+        match e {
+            GpuError::Place { .. } if !self.overcommit => {
+                format!("{e} (to oversubscribe: srun --overcommit)")
+            }
+            e => e.to_string(),
+        }
+    }
+
+    /// Slurm binds `k` GPUs to each task: one slot per GPU, which each task joins for the
+    /// GPUs Slurm gives it as it starts ([`SlurmPerTask`]).
+    fn slurm_binds(
+        &self,
+        builder: TaskBuilder,
+        k: u32,
+        numbered_locally: bool,
+        verbose: bool,
+    ) -> Result<PlacedHere, String> {
+        let placed = lama_engine::place_gpu_slots(self.machine, self.step, self.req, NO_GPU_HERE)
+            .map_err(|e| self.fail(e))?;
         let mut notes = placed.notes.clone();
-        notes.extend(group_notes(machine, &placed, &req));
-        if request.verbose {
+        notes.extend(group_notes(self.machine, &placed, self.req));
+        if verbose {
             notes.push(format!(
                 "Slurm binds {k} GPU(s) to each task ({}) and chooses them by the task's CPU \
                  mask as it starts: each task keeps Slurm's and runs on the CPUs placed beside \
                  them; --gpu-bind=none lets LAMA choose each task's GPUs",
-                gpus.binding
+                self.gpus.binding
             ));
         }
         let per_task = SlurmPerTask {
             builder,
             slots: placed.tasks,
             per_task: k,
-            globals: globals.to_vec(),
+            globals: self.globals.to_vec(),
             numbered_locally,
-            buses: step.iter().map(|d| d.bus_id.clone()).collect(),
+            buses: self.step.iter().map(|d| d.bus_id.clone()).collect(),
             files: None,
         };
-        return Ok(PlacedHere {
+        Ok(PlacedHere {
             tasks: Vec::new(),
             per_task: Some(Box::new(per_task)),
             notes,
-        });
+        })
     }
-    let mut by_rank: Vec<usize> = (0..globals.len()).collect();
-    by_rank.sort_by_key(|&i| globals[i]);
-    let rank = |t: u32| by_rank.get(t as usize).map_or(t, |&local| globals[local]);
-    let placed = place_by_gpu_ranked(
-        machine,
-        &step,
-        globals.len() as u32,
-        &req,
-        "the step has no GPU here",
-        &rank,
-    )
-    .map_err(fail)?;
-    let mut notes = placed.notes.clone();
-    // The CPU path's notes, group by group.
-    notes.extend(group_notes(machine, &placed, &req));
-    let tokens = gpus.tokens.as_deref();
-    if tokens.is_none_or(|t| t.len() != gpus.slurm.len()) {
-        notes.push(format!(
-            "{} does not list one GPU for each of SLURM_STEP_GPUS ({}): it is left as Slurm set \
-             it, and each task's GPUs are only in LAMA_GPUS",
-            visible_variable(vendor),
-            shown_list(&gpus.slurm)
-        ));
+
+    /// LAMA chooses each task's GPUs: the tasks placed in ascending global rank, each
+    /// task's placement built now.
+    fn lama_chooses(&self, builder: &TaskBuilder) -> Result<PlacedHere, String> {
+        let globals = self.globals;
+        let mut by_rank: Vec<usize> = (0..globals.len()).collect();
+        by_rank.sort_by_key(|&i| globals[i]);
+        let rank = |t: u32| by_rank.get(t as usize).map_or(t, |&local| globals[local]);
+        let placed = place_by_gpu_ranked(
+            self.machine,
+            self.step,
+            globals.len() as u32,
+            self.req,
+            NO_GPU_HERE,
+            &rank,
+        )
+        .map_err(|e| self.fail(e))?;
+        let mut notes = placed.notes.clone();
+        // The CPU path's notes, group by group.
+        notes.extend(group_notes(self.machine, &placed, self.req));
+        let gpus = self.gpus;
+        if gpus
+            .tokens
+            .as_deref()
+            .is_none_or(|t| t.len() != gpus.slurm.len())
+        {
+            notes.push(format!(
+                "{} does not list one GPU for each of SLURM_STEP_GPUS ({}): it is left as Slurm \
+                 set it, and each task's GPUs are only in LAMA_GPUS",
+                visible_variable(&builder.vendor),
+                shown_list(&gpus.slurm)
+            ));
+        }
+        let mut out: Vec<Option<TaskPlacement>> = vec![None; globals.len()];
+        for (k, &local) in by_rank.iter().enumerate() {
+            out[local] = Some(builder.build(&placed.tasks[k], globals[local]));
+        }
+        Ok(PlacedHere {
+            tasks: out.into_iter().flatten().collect(),
+            per_task: None,
+            notes,
+        })
     }
-    let mut out: Vec<Option<TaskPlacement>> = vec![None; globals.len()];
-    for (k, &local) in by_rank.iter().enumerate() {
-        out[local] = Some(builder.build(&placed.tasks[k], globals[local]));
-    }
-    Ok(PlacedHere {
-        tasks: out.into_iter().flatten().collect(),
-        per_task: None,
-        notes,
-    })
 }
+
+/// Why a node without the step's GPUs cannot be placed by GPU.
+const NO_GPU_HERE: &str = "the step has no GPU here";
 
 #[cfg(test)]
 mod tests {

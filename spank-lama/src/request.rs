@@ -92,61 +92,18 @@ pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<StepReque
         ));
     }
     if user.plan.is_some() {
-        let with: Vec<&str> = [
-            (user.map.is_some(), "--lama-map"),
-            (user.bind.is_some(), "--lama-bind"),
-            (user.mppr.is_some(), "--lama-mppr"),
-            (user.order.is_some(), "--lama-order"),
-        ]
-        .iter()
-        .filter(|(given, _)| *given)
-        .map(|&(_, name)| name)
-        .collect();
-        if !with.is_empty() {
-            return Err(RequestError::Usage(format!(
-                "--lama-plan cannot be combined with {}: the plan already says where each rank \
-                 runs and what it is bound to; give one or the other",
-                with.join(", ")
-            )));
-        }
-        if let Some(m) = &user.membind {
-            Membind::parse(m).map_err(syntax("--lama-membind"))?;
-        }
         // The plan is applied on its own (see `planned_tasks`).
-        return Ok(None);
+        return plan_alone(user).map(|()| None);
     }
-    let by_gpu = user
-        .map
-        .as_deref()
-        .and_then(lama_engine::parse_gpu_layout)
-        .transpose()
-        .map_err(syntax("--lama-map"))?;
-    let bind_gpu = user.bind.as_deref().is_some_and(lama_engine::is_gpu_bind);
-    let (per_gpu, cpu_mppr) = match user.mppr.as_deref() {
-        Some(m) if m != "none" => lama_engine::split_gpu_mppr(m).map_err(syntax("--lama-mppr"))?,
-        _ => (None, None),
-    };
-    if by_gpu.is_none() {
-        let gpu_only = [
-            (bind_gpu, "--lama-bind=1g"),
-            (per_gpu.is_some(), "k:g in --lama-mppr"),
-            (user.gpu_isolate, "--lama-gpu-isolate"),
-        ];
-        if let Some((_, what)) = gpu_only.iter().find(|(given, _)| *given) {
-            return Err(RequestError::Usage(format!(
-                "{what} needs a layout that places tasks by GPU: lead --lama-map with 'g' (for \
-                 example --lama-map=gcsbnh)"
-            )));
-        }
-    }
+    let gpu = GpuParts::of(user)?;
     let bind = match &user.bind {
-        Some(_) if bind_gpu => None,
+        Some(_) if gpu.bind_gpu => None,
         Some(b) => Some(Bind::parse(b).map_err(syntax("--lama-bind"))?),
         None => None,
     };
-    let mppr = match (user.mppr.as_deref(), cpu_mppr) {
+    let mppr = match (user.mppr.as_deref(), &gpu.cpu_mppr) {
         (Some("none"), _) => Some(Mppr::none()),
-        (Some(_), Some(m)) => Some(Mppr::parse(&m).map_err(syntax("--lama-mppr"))?),
+        (Some(_), Some(m)) => Some(Mppr::parse(m).map_err(syntax("--lama-mppr"))?),
         (Some(_), None) => Some(Mppr::none()),
         (None, _) => None,
     };
@@ -158,47 +115,130 @@ pub fn resolve(user: &UserOptions, site: &SiteConfig) -> Result<Option<StepReque
         Some(o) => Some(Order::parse(o).map_err(syntax("--lama-order"))?),
         None => None,
     };
-    let (layout, origin) =
-        match (user.map.as_deref(), by_gpu.clone()) {
-            (Some("none"), _) => return Ok(None),
-            (Some(_), Some(l)) => (l, Origin::User),
-            (Some(m), None) => (
-                Layout::parse(m).map_err(syntax("--lama-map"))?,
-                Origin::User,
-            ),
-            (None, _) => match &site.map {
-                Some(l) => (
-                    l.clone(),
-                    if user.any() {
-                        Origin::User
-                    } else {
-                        Origin::Site
-                    },
-                ),
-                None if user.any() => return Err(RequestError::Usage(
-                    "--lama-bind, --lama-mppr, --lama-order and --lama-membind need a layout: add \
-                     --lama-map=LAYOUT (for example --lama-map=scbnh)"
-                        .to_string(),
-                )),
-                None => return Ok(None),
-            },
-        };
+    let Some((layout, origin)) = layout_of(user, site, gpu.layout.clone())? else {
+        return Ok(None);
+    };
     Ok(Some(StepRequest {
         layout,
         // 1g is the user's binding: the site's default width does not replace it.
-        bind: if bind_gpu { None } else { bind.or(site.bind) },
+        bind: if gpu.bind_gpu {
+            None
+        } else {
+            bind.or(site.bind)
+        },
         membind: membind.unwrap_or(site.membind),
         mppr: mppr.unwrap_or_else(|| site.mppr.clone()),
         order: order.unwrap_or(site.order),
         origin,
         verbose: user.verbose || site.verbose,
         omp: user.omp,
-        gpu: by_gpu.map(|_| GpuOptions {
-            per_gpu,
-            bind_gpu,
+        gpu: gpu.layout.map(|_| GpuOptions {
+            per_gpu: gpu.per_gpu,
+            bind_gpu: gpu.bind_gpu,
             isolate: user.gpu_isolate,
         }),
     }))
+}
+
+/// `--lama-plan` stands alone: refused beside a layout, binding, MPPR or order (the plan says
+/// them all); `--lama-membind` is checked.
+fn plan_alone(user: &UserOptions) -> Result<(), RequestError> {
+    let with: Vec<&str> = [
+        (user.map.is_some(), "--lama-map"),
+        (user.bind.is_some(), "--lama-bind"),
+        (user.mppr.is_some(), "--lama-mppr"),
+        (user.order.is_some(), "--lama-order"),
+    ]
+    .iter()
+    .filter(|(given, _)| *given)
+    .map(|&(_, name)| name)
+    .collect();
+    if !with.is_empty() {
+        return Err(RequestError::Usage(format!(
+            "--lama-plan cannot be combined with {}: the plan already says where each rank runs \
+             and what it is bound to; give one or the other",
+            with.join(", ")
+        )));
+    }
+    if let Some(m) = &user.membind {
+        Membind::parse(m).map_err(syntax("--lama-membind"))?;
+    }
+    Ok(())
+}
+
+/// The GPU parts of the user's options: a layout led by 'g', `--lama-bind=1g`, `k:g` in the
+/// MPPR (and the MPPR's CPU limits without it). The GPU-only ones are refused without a
+/// layout led by 'g'.
+struct GpuParts {
+    layout: Option<Layout>,
+    bind_gpu: bool,
+    per_gpu: Option<u32>,
+    cpu_mppr: Option<String>,
+}
+
+impl GpuParts {
+    fn of(user: &UserOptions) -> Result<GpuParts, RequestError> {
+        let layout = user
+            .map
+            .as_deref()
+            .and_then(lama_engine::parse_gpu_layout)
+            .transpose()
+            .map_err(syntax("--lama-map"))?;
+        let bind_gpu = user.bind.as_deref().is_some_and(lama_engine::is_gpu_bind);
+        let (per_gpu, cpu_mppr) = match user.mppr.as_deref() {
+            Some(m) if m != "none" => {
+                lama_engine::split_gpu_mppr(m).map_err(syntax("--lama-mppr"))?
+            }
+            _ => (None, None),
+        };
+        if layout.is_none() {
+            let gpu_only = [
+                (bind_gpu, "--lama-bind=1g"),
+                (per_gpu.is_some(), "k:g in --lama-mppr"),
+                (user.gpu_isolate, "--lama-gpu-isolate"),
+            ];
+            if let Some((_, what)) = gpu_only.iter().find(|(given, _)| *given) {
+                return Err(RequestError::Usage(format!(
+                    "{what} needs a layout that places tasks by GPU: lead --lama-map with 'g' \
+                     (for example --lama-map=gcsbnh)"
+                )));
+            }
+        }
+        Ok(GpuParts {
+            layout,
+            bind_gpu,
+            per_gpu,
+            cpu_mppr,
+        })
+    }
+}
+
+/// The step's layout and whose it is: the user's (`by_gpu` when it is led by 'g'), else the
+/// site's default; `None` for `--lama-map=none` or no layout at all. Other `--lama-*` options
+/// without a layout are refused.
+fn layout_of(
+    user: &UserOptions,
+    site: &SiteConfig,
+    by_gpu: Option<Layout>,
+) -> Result<Option<(Layout, Origin)>, RequestError> {
+    match (user.map.as_deref(), by_gpu) {
+        (Some("none"), _) => Ok(None),
+        (Some(_), Some(l)) => Ok(Some((l, Origin::User))),
+        (Some(m), None) => Ok(Some((
+            Layout::parse(m).map_err(syntax("--lama-map"))?,
+            Origin::User,
+        ))),
+        (None, _) => match &site.map {
+            Some(l) if user.any() => Ok(Some((l.clone(), Origin::User))),
+            Some(l) => Ok(Some((l.clone(), Origin::Site))),
+            None if user.any() => Err(RequestError::Usage(
+                "--lama-bind, --lama-mppr, --lama-order and --lama-membind need a layout: add \
+                 --lama-map=LAYOUT (for example --lama-map=scbnh)"
+                    .to_string(),
+            )),
+            None => Ok(None),
+        },
+    }
 }
 
 #[cfg(test)]

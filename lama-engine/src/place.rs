@@ -323,156 +323,19 @@ impl NodeView {
             objs.insert(l, LevelObjs::new(m, l));
         }
         let containment = containment_order(&objs, &object_levels);
-
-        // Coarsest to finest: board (always one), object levels, hardware thread.
-        let mut walk: Vec<Level> = Vec::new();
-        if layout_levels.contains(&Level::Board) {
-            walk.push(Level::Board);
-        }
-        walk.extend(&containment);
-        walk.push(Level::Hwthread);
-        let slot: Vec<usize> = walk
-            .iter()
-            .map(|l| layout_levels.iter().position(|x| x == l).unwrap_or(0))
-            .collect();
-
-        #[derive(Hash, PartialEq, Eq, Clone, Copy)]
-        enum Own {
-            Fixed,
-            Obj(u32),
-            Gap(u32),
-            Pu(u32),
-        }
-        let k = layout_levels.len();
         let pus: Vec<u32> = (0..m.pus().len() as u32)
             .filter(|&p| m.pus()[p as usize].available)
             .collect();
-        let mut coords = vec![0u32; pus.len() * k];
-        let mut assigned: HashMap<(usize, Vec<u32>, Own), u32> = HashMap::new();
-        let mut next: HashMap<(usize, Vec<u32>), u32> = HashMap::new();
-        // Per level: the previous PU's parent prefix and gap run, to group runs of PUs lacking
-        // the level into one position.
-        let mut last_gap: Vec<Option<(Vec<u32>, u32)>> = vec![None; walk.len()];
-        let mut gap_runs = 0u32;
-        for (row, &p) in pus.iter().enumerate() {
-            let mut prefix: Vec<u32> = Vec::with_capacity(walk.len());
-            for (w, &level) in walk.iter().enumerate() {
-                let own = match level {
-                    Level::Board => Own::Fixed,
-                    Level::Hwthread => Own::Pu(p),
-                    _ => {
-                        let o = objs[&level].of_pu[p as usize];
-                        if o != NONE {
-                            last_gap[w] = None;
-                            Own::Obj(o)
-                        } else {
-                            let run = match &last_gap[w] {
-                                Some((pre, run)) if *pre == prefix => *run,
-                                _ => {
-                                    gap_runs += 1;
-                                    last_gap[w] = Some((prefix.clone(), gap_runs));
-                                    gap_runs
-                                }
-                            };
-                            Own::Gap(run)
-                        }
-                    }
-                };
-                let index = match assigned.get(&(w, prefix.clone(), own)) {
-                    Some(&i) => i,
-                    None => {
-                        let counter = next.entry((w, prefix.clone())).or_insert(0);
-                        let i = *counter;
-                        *counter += 1;
-                        assigned.insert((w, prefix.clone(), own), i);
-                        i
-                    }
-                };
-                coords[row * k + slot[w]] = index;
-                prefix.push(index);
-            }
-        }
-
+        let coords = coordinates(&objs, &containment, layout_levels, &pus);
         let (bind, bind_start) = match req.bind {
             Bind::None => (None, Vec::new()),
             Bind::Width { count, level } => {
                 let b = LevelObjs::new(m, level);
-                let total = b.ranges.len() as u64;
-                let inside = if within && count > 1 {
-                    starts_inside(m, &b, count)
-                } else {
-                    Vec::new()
-                };
-                let fits_from = |o: u32| {
-                    u64::from(o) + u64::from(count) <= total
-                        && inside.get(o as usize).copied().unwrap_or(true)
-                };
-                let starts = if blocks {
-                    // Consecutive runs of `count` objects, each a block; an object where no
-                    // block fits (inside its enclosing object, with `within`) is left over.
-                    let mut block_of = vec![NONE; b.ranges.len()];
-                    let mut o = 0u32;
-                    while (o as usize) < block_of.len() {
-                        if fits_from(o) {
-                            for slot in &mut block_of[o as usize..(o + count) as usize] {
-                                *slot = o;
-                            }
-                            o += count;
-                        } else {
-                            o += 1;
-                        }
-                    }
-                    b.of_pu
-                        .iter()
-                        .map(|&o| {
-                            if o == NONE {
-                                NONE
-                            } else {
-                                block_of[o as usize]
-                            }
-                        })
-                        .collect()
-                } else {
-                    b.of_pu
-                        .iter()
-                        .map(|&o| if o != NONE && fits_from(o) { o } else { NONE })
-                        .collect()
-                };
+                let starts = binding_starts(m, &b, count, within, blocks);
                 (Some(b), starts)
             }
         };
-        let limits = req
-            .mppr
-            .limits()
-            .iter()
-            .map(|&(_, level)| {
-                let objs = LevelObjs::new(m, level);
-                let per_bind = match &bind {
-                    None => Vec::new(),
-                    Some(b) => b
-                        .ranges
-                        .iter()
-                        .map(|&(s, e)| {
-                            let mut lo = NONE;
-                            let mut hi = 0;
-                            for p in s..e {
-                                let t = objs.of_pu[p as usize];
-                                if t != NONE {
-                                    lo = lo.min(t);
-                                    hi = hi.max(t + 1);
-                                }
-                            }
-                            if lo == NONE {
-                                (0, 0)
-                            } else {
-                                (lo, hi)
-                            }
-                        })
-                        .collect(),
-                };
-                LimitView { objs, per_bind }
-            })
-            .collect();
+        let limits = limit_views(m, req, bind.as_ref());
         NodeView {
             containment,
             pus,
@@ -484,6 +347,167 @@ impl NodeView {
             width: req.bind,
         }
     }
+}
+
+/// What a PU has at one level of the walk: the one position of the board, its object, a run of
+/// PUs without the level (one position for the run), or itself (the hardware thread).
+#[derive(Hash, PartialEq, Eq, Clone, Copy)]
+enum Own {
+    Fixed,
+    Obj(u32),
+    Gap(u32),
+    Pu(u32),
+}
+
+/// Each available PU's coordinates, one per layout level (`layout_levels` order, the node
+/// level's left 0): walking coarsest to finest (board, the object levels in `containment`
+/// order, hardware thread), a PU's index at a level is its object's rank among the objects
+/// met under the same coarser indexes; runs of PUs lacking the level share one position.
+fn coordinates(
+    objs: &HashMap<Level, LevelObjs>,
+    containment: &[Level],
+    layout_levels: &[Level],
+    pus: &[u32],
+) -> Vec<u32> {
+    let mut walk: Vec<Level> = Vec::new();
+    if layout_levels.contains(&Level::Board) {
+        walk.push(Level::Board);
+    }
+    walk.extend(containment);
+    walk.push(Level::Hwthread);
+    let slot: Vec<usize> = walk
+        .iter()
+        .map(|l| layout_levels.iter().position(|x| x == l).unwrap_or(0))
+        .collect();
+    let k = layout_levels.len();
+    let mut coords = vec![0u32; pus.len() * k];
+    let mut assigned: HashMap<(usize, Vec<u32>, Own), u32> = HashMap::new();
+    let mut next: HashMap<(usize, Vec<u32>), u32> = HashMap::new();
+    // Per level: the previous PU's parent prefix and gap run, to group runs of PUs lacking
+    // the level into one position.
+    let mut last_gap: Vec<Option<(Vec<u32>, u32)>> = vec![None; walk.len()];
+    let mut gap_runs = 0u32;
+    for (row, &p) in pus.iter().enumerate() {
+        let mut prefix: Vec<u32> = Vec::with_capacity(walk.len());
+        for (w, &level) in walk.iter().enumerate() {
+            let own = match level {
+                Level::Board => Own::Fixed,
+                Level::Hwthread => Own::Pu(p),
+                _ => {
+                    let o = objs[&level].of_pu[p as usize];
+                    if o != NONE {
+                        last_gap[w] = None;
+                        Own::Obj(o)
+                    } else {
+                        let run = match &last_gap[w] {
+                            Some((pre, run)) if *pre == prefix => *run,
+                            _ => {
+                                gap_runs += 1;
+                                last_gap[w] = Some((prefix.clone(), gap_runs));
+                                gap_runs
+                            }
+                        };
+                        Own::Gap(run)
+                    }
+                }
+            };
+            let index = match assigned.get(&(w, prefix.clone(), own)) {
+                Some(&i) => i,
+                None => {
+                    let counter = next.entry((w, prefix.clone())).or_insert(0);
+                    let i = *counter;
+                    *counter += 1;
+                    assigned.insert((w, prefix.clone(), own), i);
+                    i
+                }
+            };
+            coords[row * k + slot[w]] = index;
+            prefix.push(index);
+        }
+    }
+    coords
+}
+
+/// For each PU, the first of `count` binding objects (`b`) its binding takes: its own object
+/// where `count` of them fit from there (inside their enclosing object, `within`), else
+/// `NONE`; with `blocks` (the exact `-c` fallback), the first object of its object's block.
+fn binding_starts(m: &Machine, b: &LevelObjs, count: u32, within: bool, blocks: bool) -> Vec<u32> {
+    let total = b.ranges.len() as u64;
+    let inside = if within && count > 1 {
+        starts_inside(m, b, count)
+    } else {
+        Vec::new()
+    };
+    let fits_from = |o: u32| {
+        u64::from(o) + u64::from(count) <= total && inside.get(o as usize).copied().unwrap_or(true)
+    };
+    if !blocks {
+        return b
+            .of_pu
+            .iter()
+            .map(|&o| if o != NONE && fits_from(o) { o } else { NONE })
+            .collect();
+    }
+    // Consecutive runs of `count` objects, each a block; an object where no block fits
+    // (inside its enclosing object, with `within`) is left over.
+    let mut block_of = vec![NONE; b.ranges.len()];
+    let mut o = 0u32;
+    while (o as usize) < block_of.len() {
+        if fits_from(o) {
+            for slot in &mut block_of[o as usize..(o + count) as usize] {
+                *slot = o;
+            }
+            o += count;
+        } else {
+            o += 1;
+        }
+    }
+    b.of_pu
+        .iter()
+        .map(|&o| {
+            if o == NONE {
+                NONE
+            } else {
+                block_of[o as usize]
+            }
+        })
+        .collect()
+}
+
+/// One view per MPPR limit: its level's objects and, with a binding, the range of them each
+/// binding object meets.
+fn limit_views(m: &Machine, req: &Request, bind: Option<&LevelObjs>) -> Vec<LimitView> {
+    req.mppr
+        .limits()
+        .iter()
+        .map(|&(_, level)| {
+            let objs = LevelObjs::new(m, level);
+            let per_bind = match bind {
+                None => Vec::new(),
+                Some(b) => b
+                    .ranges
+                    .iter()
+                    .map(|&(s, e)| {
+                        let mut lo = NONE;
+                        let mut hi = 0;
+                        for p in s..e {
+                            let t = objs.of_pu[p as usize];
+                            if t != NONE {
+                                lo = lo.min(t);
+                                hi = hi.max(t + 1);
+                            }
+                        }
+                        if lo == NONE {
+                            (0, 0)
+                        } else {
+                            (lo, hi)
+                        }
+                    })
+                    .collect(),
+            };
+            LimitView { objs, per_bind }
+        })
+        .collect()
 }
 
 /// For each binding object: whether `count` consecutive binding objects from it stay inside

@@ -421,6 +421,7 @@ fn text(shown: &Shown<'_>, placement: &Placement<'_>) -> Result<(), Failure> {
             node: args.node,
             ranks,
             picture,
+            without_legend: !args.legend,
         },
         &mut |chunk| {
             let _ = print_human(chunk);
@@ -444,6 +445,9 @@ fn text(shown: &Shown<'_>, placement: &Placement<'_>) -> Result<(), Failure> {
             placement.len(),
             names.join(",")
         );
+    }
+    if !args.legend && !args.summary {
+        text += "\n--legend says what the picture and the columns show.\n";
     }
     print_human(&text)
 }

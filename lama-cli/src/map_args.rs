@@ -103,6 +103,10 @@ pub(crate) struct MapArgs {
     /// threads), OMP_PROC_BIND=close and OMP_NUM_THREADS, shown with --env.
     #[arg(long, visible_alias = "lama-omp", requires = "env")]
     pub(crate) omp: bool,
+    /// After the tables, the legend: what the picture's characters, the columns and the
+    /// request's words mean (without it, one line says --legend shows it).
+    #[arg(long, conflicts_with_all = ["json", "summary", "emit"])]
+    pub(crate) legend: bool,
     /// Print only these ranks' rows: one rank (7) or a range (100-199); nodes without any of
     /// them are left out.
     #[arg(long, value_name = "FIRST[-LAST]", conflicts_with_all = ["json", "summary"])]

@@ -204,6 +204,8 @@ pub struct TextOptions<'a> {
     pub ranks: Option<(u32, u32)>,
     /// The tables' picture column: full, compact or none.
     pub picture: PictureMode,
+    /// No legend after the tables (the caller offers it another way).
+    pub without_legend: bool,
 }
 
 /// The preview's text: the request, a summary, the caller's notes (one line each), then per node
@@ -231,6 +233,7 @@ pub fn write_placement_text(
         node: only,
         ranks: wanted,
         picture: mode,
+        without_legend,
     } = opts;
     let req = p.request();
     let mut out = String::new();
@@ -280,6 +283,9 @@ pub fn write_placement_text(
             }
         }
         sink(&node_table(p, n, m, &ranks, names, mode));
+    }
+    if without_legend {
+        return;
     }
     let rest = LEGEND.split_once('\n').map_or(LEGEND, |(_, rest)| rest);
     let legend = match picture_legend(mode) {

@@ -66,8 +66,8 @@ pub(crate) enum Command {
     Manpage,
 }
 
-/// What `lama --help` adds after the options: examples, exit statuses, the JSON contract
-/// (the same text as lama(1)).
+/// What `lama --help` adds after the options: examples and exit statuses (the same text as
+/// lama(1), which also has the JSON contract: its examples are wider than a terminal).
 fn after_help() -> String {
     let mut text = String::from("Examples:\n");
     for line in manual::EXAMPLES.lines() {
@@ -77,7 +77,7 @@ fn after_help() -> String {
     for (code, meaning) in manual::EXIT_STATUS {
         text += &format!("  {code}  {meaning}\n");
     }
-    text += &format!("\nJSON output: {}", manual::JSON_CONTRACT);
+    text += "\nJSON output (--json): lama(1), section JSON OUTPUT; fields are only ever added.";
     text
 }
 

@@ -14,12 +14,16 @@ fn topology(name: &str) -> PathBuf {
 
 /// What `lama map ARGS` prints on a terminal of `cols` columns, without colour escapes.
 fn on_terminal(cols: usize, args: &[&str]) -> String {
+    let mut all = vec!["map"];
+    all.extend_from_slice(args);
+    lama_on_terminal(cols, &all)
+}
+
+/// What `lama ARGS` prints on a terminal of `cols` columns, without colour escapes.
+fn lama_on_terminal(cols: usize, args: &[&str]) -> String {
     let lama = env!("CARGO_BIN_EXE_lama");
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
-    let inner = format!(
-        "stty cols {cols} rows 60; '{lama}' map {}",
-        quoted.join(" ")
-    );
+    let inner = format!("stty cols {cols} rows 60; '{lama}' {}", quoted.join(" "));
     let out = Command::new("script")
         .args(["-qec", &inner, "/dev/null"])
         .env("NO_COLOR", "1")
@@ -105,6 +109,32 @@ fn every_line_fits_the_terminal_and_a_picture_is_shown() {
             assert!(
                 text.contains("picture") && (text.contains("][") || text.contains("package[")),
                 "{what} at {cols}: no picture:\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn help_is_wrapped_to_the_terminal() {
+    for args in [
+        &["--help"][..],
+        &["map", "-h"],
+        &["map", "--help"],
+        &["plan", "-h"],
+        &["exec", "-h"],
+        &["verify", "-h"],
+        &["topology", "-h"],
+    ] {
+        let text = lama_on_terminal(80, args);
+        assert!(
+            text.lines().count() > 5,
+            "{args:?}: too little output:\n{text}"
+        );
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "lama {args:?} at 80 columns: a line of {} characters:\n{line}",
+                line.chars().count()
             );
         }
     }

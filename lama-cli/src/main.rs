@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     };
     color::set(cli.color);
     for note in notes {
-        eprintln!("lama: pasted line: {note}");
+        eprintln!("lama: {note}");
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -27,7 +27,8 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
     let all_nodes = nodes_of(&args)?;
     let (req, exact) = request(&args, &asked, all_nodes.machines(), unit)?;
     let split = rank_split(&args, &all_nodes, unit)?;
-    let placement = place_nodes(&all_nodes, &req, exact, split.as_ref(), args.np)?;
+    let from_c = FromC::of(&args, &req, &all_nodes.list(), unit);
+    let placement = place_nodes(&all_nodes, &req, exact, split.as_ref(), from_c.as_ref())?;
     let names = all_nodes.names.as_deref();
     let fallback = fallback_note(&args, &placement, &req, names, unit);
     let warnings = warnings(&args, &placement, req.bind, unit);
@@ -226,10 +227,36 @@ fn place_on<'m>(
 }
 
 /// The failure of a placement on a preview of `one_node` (one node: more nodes would hold
-/// the ranks, -N).
-fn place_failure(e: PlaceError, one_node: bool) -> Failure {
+/// the ranks, -N). `from_c`: the binding is the default widened for -c (then a shortfall is
+/// said in -c's terms, not as a binding width the user never gave).
+fn place_failure(e: PlaceError, one_node: bool, from_c: Option<&FromC>) -> Failure {
     match e {
         PlaceError::TooLarge { .. } => Failure::Usage(e.to_string()),
+        PlaceError::Oversubscribed {
+            placed, requested, ..
+        } if from_c.is_some() && placed > 0 => {
+            let c = from_c.expect("checked");
+            let more = if one_node {
+                format!(", more nodes (-N {})", requested.div_ceil(placed))
+            } else {
+                ", more nodes".to_string()
+            };
+            let need = u64::from(requested) * u64::from(c.per_task);
+            let room = if need > c.have {
+                String::new()
+            } else {
+                format!(
+                    " (bound {} each, which tasks never share, they fit only {placed})",
+                    c.bind
+                )
+            };
+            Failure::Place(format!(
+                "placed {placed} of {requested} processes: {requested} tasks of -c {} need {need} \
+                 {}s of their own, and the node(s) have {}{room}; give fewer tasks, a smaller \
+                 -c{more} (to oversubscribe: lama map --oversubscribe)",
+                c.per_task, c.unit, c.have,
+            ))
+        }
         PlaceError::Oversubscribed {
             placed,
             requested,
@@ -246,6 +273,39 @@ fn place_failure(e: PlaceError, one_node: bool) -> Failure {
     }
 }
 
+/// A binding that is the default widened for -c: the CPUs per task, what Slurm counts as a
+/// CPU, the binding, and how many such CPUs the nodes have.
+struct FromC {
+    per_task: u32,
+    unit: &'static str,
+    bind: Bind,
+    have: u64,
+}
+
+impl FromC {
+    /// `None` unless the binding comes from -c (no --bind, -c above 1, bound within).
+    fn of(args: &MapArgs, req: &Request, nodes: &[&Machine], unit: CpuUnit) -> Option<FromC> {
+        if args.bind.is_some() || args.cpus_per_task <= 1 || !req.bind_within {
+            return None;
+        }
+        let have = nodes
+            .iter()
+            .map(|m| {
+                let logical: Vec<u32> = (0..m.pus().len() as u32)
+                    .filter(|&p| m.pus()[p as usize].available)
+                    .collect();
+                u64::from(cpus_covered(m, &logical, unit))
+            })
+            .sum();
+        Some(FromC {
+            per_task: args.cpus_per_task,
+            unit: unit.name(),
+            bind: req.bind,
+            have,
+        })
+    }
+}
+
 /// The placement of the preview: over all nodes by the layout, or, as srun and the plugin do,
 /// ranks dealt to the nodes first (`split`) and each node's placed there; nodes of one machine
 /// with as many ranks are placed once.
@@ -254,12 +314,12 @@ fn place_nodes<'m>(
     req: &Request,
     exact: Bind,
     split: Option<&RankSplit>,
-    np: u32,
+    from_c: Option<&FromC>,
 ) -> Result<Placement<'m>, Failure> {
-    let nodes = all_nodes.list();
+    let (nodes, np) = (all_nodes.list(), req.np);
     let one_node = all_nodes.machine_of().len() == 1;
     let Some(split) = split else {
-        return place_on(&nodes, req, np, exact).map_err(|e| place_failure(e, one_node));
+        return place_on(&nodes, req, np, exact).map_err(|e| place_failure(e, one_node, from_c));
     };
     let mut parts = Vec::new();
     let mut done: std::collections::HashMap<(usize, usize), usize> =
@@ -273,7 +333,7 @@ fn place_nodes<'m>(
         }
         let part =
             place_on(&[m], req, ranks.len() as u32, exact).map_err(|e| {
-                match place_failure(e, one_node) {
+                match place_failure(e, one_node, from_c) {
                     Failure::Usage(e) => Failure::Usage(format!("node {n}: {e}")),
                     Failure::Place(e) => Failure::Place(format!("node {n}: {e}")),
                     status @ Failure::Status(_) => status,

@@ -456,11 +456,103 @@ fn derive_counts(t: &mut Translated, before: &[String], cmd: &str) -> Result<(),
     Ok(())
 }
 
+/// `lama map`'s own words with mpirun's and srun's spellings of its options read as its own:
+/// `-np N` as `-n N`, `--map-by V` as `--map V`, `--bind-to V` as `--bind V`, and Slurm's
+/// `--cpu-bind=KIND` as the LAMA binding of the same width; the notes say so. A `--cpu-bind`
+/// that names CPUs (map_cpu, mask_cpu, ...) is refused: lama map previews layouts.
+fn own_spellings(words: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
+    let mut out = Vec::with_capacity(words.len());
+    let mut notes = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        let (name, attached) = match w.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (w.as_str(), None),
+        };
+        let ours = match name {
+            "-np" => "-n",
+            "--map-by" => "--map",
+            "--bind-to" => "--bind",
+            "--cpu-bind" => "--bind",
+            _ => {
+                out.push(w.clone());
+                i += 1;
+                continue;
+            }
+        };
+        let value = match attached {
+            Some(v) => v,
+            None => {
+                i += 1;
+                words
+                    .get(i)
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value"))?
+            }
+        };
+        let lama = if name == "--cpu-bind" {
+            cpu_bind_as_lama(&value)?
+        } else {
+            value.clone()
+        };
+        notes.push(format!("{name} {value}: read as {ours} {lama}"));
+        out.extend([ours.to_string(), lama]);
+        i += 1;
+    }
+    Ok((out, notes))
+}
+
+/// The LAMA binding of Slurm's `--cpu-bind=KIND` (its options after a comma, such as
+/// `verbose`, left out).
+fn cpu_bind_as_lama(value: &str) -> Result<String, String> {
+    let kind = value
+        .split(',')
+        .find(|k| !matches!(*k, "verbose" | "v" | "quiet" | "q"))
+        .unwrap_or("");
+    let width = match kind {
+        "cores" => "1c",
+        "threads" => "1h",
+        "sockets" => "1s",
+        "ldoms" => "1N",
+        "none" | "no" => "none",
+        other => {
+            return Err(format!(
+                "--cpu-bind={other}: Slurm's binding by CPU lists or ranks is not a layout, which                  is what lama map previews: give --bind (1c for cores, 1h threads, 1s sockets,                  1N NUMA nodes, none)"
+            ))
+        }
+    };
+    Ok(width.to_string())
+}
+
 /// `args` (a `lama` command line) with `map ... -- [VAR=value ...] srun|sbatch|salloc LINE`
 /// replaced by `map ...` and the line's options; the notes to print. For sbatch, the script's
 /// `#SBATCH` options come first and the line's own win. Other command lines are returned as
 /// they are.
 pub fn expand(
+    args: Vec<std::ffi::OsString>,
+) -> Result<(Vec<std::ffi::OsString>, Vec<String>), String> {
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let is_map = text.iter().skip(1).find(|a| !a.starts_with('-')) == Some(&"map".to_string());
+    if is_map {
+        let dash = text.iter().position(|a| a == "--").unwrap_or(text.len());
+        let (own, mut notes) = own_spellings(&text[..dash])?;
+        if !notes.is_empty() {
+            let mut args: Vec<std::ffi::OsString> = own.into_iter().map(Into::into).collect();
+            args.extend(text[dash..].iter().map(Into::into));
+            let (args, more) = expand_line(args)?;
+            notes.extend(more);
+            return Ok((args, notes));
+        }
+    }
+    expand_line(args)
+}
+
+/// [`expand`] for the pasted line after `--`.
+fn expand_line(
     args: Vec<std::ffi::OsString>,
 ) -> Result<(Vec<std::ffi::OsString>, Vec<String>), String> {
     let text: Vec<String> = args
@@ -524,7 +616,13 @@ pub fn expand(
     let mut out: Vec<std::ffi::OsString> = args[..dash].to_vec();
     out.extend(t.args.into_iter().map(Into::into));
     notes.extend(t.notes);
-    Ok((out, notes))
+    Ok((
+        out,
+        notes
+            .into_iter()
+            .map(|n| format!("pasted line: {n}"))
+            .collect(),
+    ))
 }
 
 #[cfg(test)]
@@ -654,7 +752,10 @@ mod tests {
             args,
             os("lama map --nodes 2 --ntasks-per-node 2 --map cs --np 4")
         );
-        assert!(notes[0].starts_with("A=: the environment"), "{notes:?}");
+        assert!(
+            notes[0].starts_with("pasted line: A=: the environment"),
+            "{notes:?}"
+        );
         assert!(
             notes[1].contains("#SBATCH options read (3 word(s))"),
             "{notes:?}"
@@ -666,5 +767,38 @@ mod tests {
         assert!(
             is_assignment("OMP_NUM_THREADS=2") && !is_assignment("--x=1") && !is_assignment("2A=1")
         );
+    }
+
+    #[test]
+    fn mpirun_and_srun_spellings_are_read_as_lama_maps_own() {
+        let os =
+            |s: &str| -> Vec<std::ffi::OsString> { line(s).into_iter().map(Into::into).collect() };
+        let (args, notes) = expand(os(
+            "lama map --topology t -np 4 --map-by socket --bind-to core",
+        ))
+        .unwrap();
+        assert_eq!(
+            args,
+            os("lama map --topology t -n 4 --map socket --bind core")
+        );
+        assert_eq!(notes[0], "-np 4: read as -n 4");
+        let (args, notes) =
+            expand(os("lama map -n 2 --map scbnh --cpu-bind=verbose,sockets")).unwrap();
+        assert_eq!(args, os("lama map -n 2 --map scbnh --bind 1s"));
+        assert!(
+            notes[0].contains("--cpu-bind verbose,sockets: read as --bind 1s"),
+            "{notes:?}"
+        );
+        let e = expand(os("lama map -n 2 --map scbnh --cpu-bind=map_cpu:0,1")).unwrap_err();
+        assert!(
+            e.contains("--cpu-bind=map_cpu:0: Slurm's binding by CPU lists"),
+            "{e}"
+        );
+        // With a pasted line after -- as well.
+        let (args, _) = expand(os("lama map -np 4 -- srun --lama-map=cs ./a")).unwrap();
+        assert_eq!(args, os("lama map -n 4 --map cs"));
+        // Other commands are left alone.
+        let same = os("lama plan -np 4");
+        assert_eq!(expand(same.clone()).unwrap().0, same);
     }
 }

@@ -364,6 +364,21 @@ pub fn xml_problem(text: &str) -> String {
     if let Some(at) = text.find('\0') {
         return format!("line {}: a NUL byte", line_at(at));
     }
+    // A file that is no XML at all (a README, a synthetic description saved to a file, a
+    // node's Slurm line) is called that, not a broken XML file.
+    let start = text.trim_start();
+    if !start.is_empty() && !start.starts_with('<') {
+        let first: String = start
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(40)
+            .collect();
+        return format!(
+            "it is not XML at all: it starts with \"{first}\", not with <?xml or <topology>"
+        );
+    }
     let mut open: Vec<(&str, usize)> = Vec::new();
     let mut seen_topology = false;
     let mut rest = 0;
@@ -849,6 +864,11 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("the file looks truncated"), "{e}");
+        let e = xml_problem("# spank-lama\n\nA SPANK plugin <b>and</b> more\n");
+        assert!(
+            e.starts_with("it is not XML at all: it starts with \"# spank-lama\""),
+            "{e}"
+        );
     }
 
     #[test]

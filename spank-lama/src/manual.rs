@@ -124,15 +124,15 @@ pub fn man_page(version: &str) -> String {
         .paragraph(
             "The plugin line should say required: Slurm ignores every failure of an optional \
              plugin, so a bad --lama-* value or an impossible placement would be printed but the \
-             job would run anyway, unbound.",
+             job would run anyway, with Slurm's binding.",
         )
         .paragraph(
             "With required: a bad option value or combination stops srun, sbatch or salloc \
              before anything is launched; a placement the user asked for that cannot be made \
              (too many tasks for the positions, an empty cpuset) fails the step with the \
              reason on the user's terminal; a site default that cannot be placed warns and runs \
-             the step unbound (or fails it, with on_default_failure=fail); a broken site \
-             configuration makes the plugin refuse to load, which stops srun on a submit host \
+             the step with Slurm's binding (or fails it, with on_default_failure=fail); a \
+             broken site configuration makes the plugin refuse to load, which stops srun on a submit host \
              with the same line, and fails the step on a node whose own line is broken (with \
              Slurm 26.05 the plugin asks for a job failure, not a drained node). A failed \
              topology cache only costs time. Nothing the plugin does stops a daemon: no panic \

@@ -43,6 +43,11 @@ pub fn familiar_layout(input: &str) -> Option<String> {
         "block:cyclic" => slurm("block", "scbnh", "each node's sockets in turn"),
         "cyclic:cyclic" => slurm("cyclic", "scbnh", "each node's sockets in turn"),
         "cyclic:block" => slurm("cyclic", "csbnh", "each node's cores in order"),
+        _ if lower.starts_with("plane=") => format!(
+            "'{input}' is a Slurm distribution (srun -m {input}), which deals the tasks to the \
+             nodes in planes of that many: lama map -m {input} previews it, and a layout (csbnh: \
+             cores in order, scbnh: round-robin over sockets) places each node's tasks"
+        ),
         "plane" | "arbitrary" | "fcyclic" => format!(
             "'{input}' is a Slurm distribution (srun -m {input}), which says how tasks go to \
              nodes; a LAMA layout also orders the levels inside them: e.g. csbnh (cores in \
@@ -144,7 +149,34 @@ fn open_mpi_pe(input: &str, lower: &str) -> Option<String> {
 /// What a binding spelled as in Slurm (`--cpu-bind`) or Open MPI (`--bind-to`) means in LAMA.
 pub fn familiar_bind(input: &str) -> Option<String> {
     let lower = input.to_ascii_lowercase();
-    let (width, what) = match lower.as_str() {
+    // Slurm's options after a comma (verbose, quiet) say nothing of the width.
+    let kinds: Vec<&str> = lower
+        .split(',')
+        .filter(|k| !matches!(*k, "verbose" | "v" | "quiet" | "q"))
+        .collect();
+    let kind = match kinds.as_slice() {
+        [one] if lower.contains(',') => *one,
+        _ => lower.as_str(),
+    };
+    let lists = [
+        "map_cpu",
+        "mask_cpu",
+        "map_ldom",
+        "mask_ldom",
+        "rank",
+        "rank_ldom",
+    ];
+    if let Some(list) = lists
+        .iter()
+        .find(|l| kind == **l || kind.starts_with(&format!("{l}:")))
+    {
+        return Some(format!(
+            "'{input}' is Slurm's --cpu-bind={list}, which names CPUs or ranks task by task: a \
+             LAMA binding is a width, the same for every task (1c a core, 1s a socket, 1N a NUMA \
+             node); lama map --emit srun writes a layout's placement as --cpu-bind=mask_cpu"
+        ));
+    }
+    let (width, what) = match kind {
         "cores" => ("1c", "one core"),
         "sockets" | "package" | "packages" => ("1s", "one socket"),
         "threads" | "hwthreads" => ("1h", "one hardware thread"),
@@ -162,6 +194,17 @@ pub fn familiar_bind(input: &str) -> Option<String> {
 mod tests {
     use super::*;
     use lama_engine::{Bind, Layout};
+
+    #[test]
+    fn slurms_cpu_lists_and_planes_are_named() {
+        let bind = |s: &str| explain(Bind::parse(s).unwrap_err()).reason;
+        assert!(bind("map_cpu:0,1").contains("Slurm's --cpu-bind=map_cpu, which names CPUs"));
+        assert!(bind("rank").contains("Slurm's --cpu-bind=rank"));
+        assert!(bind("verbose,mask_cpu:0x3").contains("--cpu-bind=mask_cpu"));
+        assert!(bind("verbose,cores").contains("in LAMA that is the width 1c"));
+        let layout = |s: &str| explain(Layout::parse(s).unwrap_err()).reason;
+        assert!(layout("plane=2").contains("lama map -m plane=2 previews it"));
+    }
 
     #[test]
     fn familiar_spellings_get_the_lama_equivalent() {

@@ -139,6 +139,9 @@ pub(crate) fn nodes_of(args: &MapArgs) -> Result<Nodes, Failure> {
     for t in topologies {
         machines.push(load(t)?);
     }
+    if topologies.iter().any(|t| t == "host") {
+        note_host_stands_in();
+    }
     let count = match (args.nodes, machines.len()) {
         (None, k) => k,
         (Some(0), _) => return Err(Failure::Usage("--nodes must be at least 1".into())),
@@ -208,4 +211,20 @@ pub(crate) fn cpu_unit(args: &MapArgs) -> CpuUnit {
     } else {
         CpuUnit::Thread
     }
+}
+
+/// Says, outside a job step on a compute node (no `SLURMD_NODENAME`), that this machine stands
+/// for the previewed nodes: a login node's topology is seldom a compute node's.
+fn note_host_stands_in() {
+    if std::env::var_os("SLURMD_NODENAME").is_some() {
+        return;
+    }
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "this machine".to_string());
+    eprintln!(
+        "lama: note: {name} (--topology host, the default) stands for every node previewed; \
+         from a login node, give a compute node's XML: --topology NODE.xml (lama export on \
+         the node)"
+    );
 }

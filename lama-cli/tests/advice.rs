@@ -174,3 +174,28 @@ fn the_help_s_translations_run_and_place_as_their_originals() {
         }
     }
 }
+
+#[test]
+fn this_machine_standing_for_the_nodes_is_said_outside_a_job_step() {
+    let run = |node: Option<&str>, topology: Option<&str>| {
+        let mut cmd = Command::cargo_bin("lama").unwrap();
+        cmd.args(["map", "-n", "1", "--map", "scbnh"]);
+        if let Some(t) = topology {
+            cmd.args(["--topology", t]);
+        }
+        match node {
+            Some(n) => cmd.env("SLURMD_NODENAME", n),
+            None => cmd.env_remove("SLURMD_NODENAME"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let said = "(--topology host, the default) stands for every node previewed";
+    assert!(run(None, None).contains(said));
+    assert!(run(None, Some("host")).contains(said));
+    // In a job step on a compute node, the host is one of the nodes; a topology given is
+    // the nodes'.
+    assert!(!run(Some("node1"), None).contains(said));
+    assert!(!run(None, Some(TOPOLOGY)).contains(said));
+}

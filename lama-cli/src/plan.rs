@@ -79,6 +79,10 @@ pub(crate) struct PlanArgs {
     /// Print the cost model and every candidate's cost.
     #[arg(long)]
     explain: bool,
+    /// The summary (and with --explain the candidates) without the table of ranks, for plans
+    /// of many ranks.
+    #[arg(long, conflicts_with = "json")]
+    summary: bool,
     /// Write PREFIX.lama (for --lama-plan) and PREFIX.hosts (for SLURM_HOSTFILE).
     #[arg(long, value_name = "PREFIX")]
     out: Option<PathBuf>,
@@ -215,8 +219,10 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Failure> {
     if args.explain {
         out += &explain(&plan, distances);
     }
-    let picture = picture_for(args.picture, refs.iter().copied(), 40);
-    out += &table(&plan, &names, &refs, picture);
+    if !args.summary {
+        let picture = picture_for(args.picture, refs.iter().copied(), 40);
+        out += &table(&plan, &names, &refs, picture);
+    }
     if let Some(prefix) = &args.out {
         out += &format!(
             "\nwrote {p}.lama and {p}.hosts; run:\n  SLURM_HOSTFILE={p}.hosts srun -m arbitrary -n{} --lama-plan={p}.lama ./app\n",
@@ -397,12 +403,27 @@ fn percent(cost: f64, of: f64) -> String {
 }
 
 /// A cost as printed: never "-0".
+/// A cost as the text shows it: whole costs with their digits grouped by thousands
+/// (1,808,084,590), others as they are.
 fn cost(v: f64) -> String {
     if v == 0.0 {
-        "0".to_string()
-    } else {
-        v.to_string()
+        return "0".to_string();
     }
+    if v.fract() != 0.0 || v.abs() >= 1e15 {
+        return v.to_string();
+    }
+    let digits = format!("{}", v.abs() as u64);
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if v < 0.0 {
+        out.push('-');
+    }
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn summary(plan: &lama_plan::Plan, unit: Unit) -> String {
@@ -606,4 +627,19 @@ fn json(plan: &lama_plan::Plan, file: &PlanFile) -> String {
         .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_costs_have_their_digits_grouped() {
+        assert_eq!(cost(1808084590.0), "1,808,084,590");
+        assert_eq!(cost(671820.0), "671,820");
+        assert_eq!(cost(999.0), "999");
+        assert_eq!(cost(-1200.0), "-1,200");
+        assert_eq!(cost(0.0), "0");
+        assert_eq!(cost(12.5), "12.5");
+    }
 }

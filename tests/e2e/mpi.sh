@@ -449,8 +449,9 @@ t_mpi_record_plan_rerun() {
     as_user sh -c 'cat > /tmp/recplan.lama' < "$work/recplan.lama" && as_user sh -c 'cat > /tmp/recplan.hosts' < "$work/recplan.hosts" || return 1
     # Its modelled cost is below run 1's placement (nscbh, a candidate of the plan).
     local planned before
-    planned=$(sed -n 's/.* wins with cost \([0-9.e+]*\).*/\1/p' "$work/recplan.txt" | head -n 1)
-    before=$(awk '$1 == "nscbh" { print $2 }' "$work/recplan.txt")
+    # (Whole costs are printed with their digits grouped: 1,234,567.)
+    planned=$(sed -n 's/.* wins with cost \([0-9.,e+]*\).*/\1/p' "$work/recplan.txt" | head -n 1 | tr -d ,)
+    before=$(awk '$1 == "nscbh" { gsub(",", "", $2); print $2 }' "$work/recplan.txt")
     [ -n "$planned" ] && [ -n "$before" ] || { fail "no costs in lama plan --explain: $(cat "$work/recplan.txt")"; return 1; }
     awk -v a="$planned" -v b="$before" 'BEGIN { exit !(a < b) }' \
         || fail "the plan (cost $planned) is not below run 1's placement nscbh ($before)" || return 1

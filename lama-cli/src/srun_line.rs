@@ -24,7 +24,7 @@ const SAME: [(Option<char>, &str, &str); 13] = [
 ];
 
 /// srun's options that change nothing `lama map` shows, taking a value.
-const IGNORED_WITH_VALUE: [(Option<char>, &str); 30] = [
+const IGNORED_WITH_VALUE: [(Option<char>, &str); 28] = [
     (Some('p'), "partition"),
     (Some('t'), "time"),
     (Some('J'), "job-name"),
@@ -48,8 +48,6 @@ const IGNORED_WITH_VALUE: [(Option<char>, &str); 30] = [
     (None, "time-min"),
     (None, "kill-on-invalid-dep"),
     (Some('C'), "constraint"),
-    (None, "gres"),
-    (Some('G'), "gpus"),
     // sbatch's and salloc's own.
     (Some('a'), "array"),
     (None, "mail-user"),
@@ -59,7 +57,7 @@ const IGNORED_WITH_VALUE: [(Option<char>, &str); 30] = [
 ];
 
 /// srun's options that `lama map` translates otherwise, or refuses with the reason.
-const SPECIAL: [&str; 10] = [
+const SPECIAL: [&str; 14] = [
     "cpu-bind",
     "overcommit",
     "lama-omp",
@@ -70,6 +68,10 @@ const SPECIAL: [&str; 10] = [
     "threads-per-core",
     "ntasks-per-socket",
     "ntasks-per-core",
+    "gres",
+    "gpus",
+    "gpus-per-node",
+    "cpus-per-gpu",
 ];
 
 /// srun's options without a value that change nothing `lama map` shows.
@@ -101,6 +103,18 @@ pub struct Translated {
     pub notes: Vec<String>,
     /// The first word that is no option: the program (srun, salloc) or the script (sbatch).
     pub program: Option<String>,
+    /// The GPUs the line asks for (`--gres=gpu:N`, `--gpus-per-node`, `--gpus`/`-G`) and
+    /// `--cpus-per-gpu`, as written, for [`gpu_counts`].
+    pub gpus: GpuCounts,
+}
+
+/// The GPU counts of a line: per node (`--gres=gpu[:TYPE]:N`, `--gpus-per-node`), for the
+/// job (`--gpus`), and CPUs per GPU.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct GpuCounts {
+    per_node: Option<(String, u32)>,
+    job: Option<u32>,
+    cpus_per_gpu: Option<u32>,
 }
 
 /// One option of the srun line: its name as written (`-N`, `--nodes`), its long name, which
@@ -143,7 +157,7 @@ fn long_of(short: char) -> Option<&'static str> {
     let same = SAME.iter().map(|(s, l, _)| (*s, *l));
     let ignored = IGNORED_WITH_VALUE.iter().chain(&IGNORED_FLAGS).copied();
     same.chain(ignored)
-        .chain([(Some('O'), "overcommit")])
+        .chain([(Some('O'), "overcommit"), (Some('G'), "gpus")])
         .find(|(s, _)| *s == Some(short))
         .map(|(_, l)| l)
 }
@@ -250,6 +264,25 @@ fn apply(out: &mut Translated, opt: &Word, value: Option<String>) -> Result<(), 
         (_, "lama-gpu-isolate") => out.args.push("--gpu-isolate".into()),
         (_, "lama-membind") => set(out, "--membind", v),
         (_, "cpu-bind") => out.notes.push(cpu_bind_note(&v)),
+        (_, "gres") => match gpus_of_gres(&v)? {
+            Some(n) => out.gpus.per_node = Some((format!("--gres={v}"), n)),
+            None => out.notes.push(format!(
+                "--gres={v}: left out (no GPUs in it; it does not change where the plugin puts \
+                 a task)"
+            )),
+        },
+        (_, "gpus-per-node") => {
+            out.gpus.per_node = Some((format!("--gpus-per-node={v}"), gpu_count(&opt.written, &v)?))
+        }
+        (_, "gpus") => out.gpus.job = Some(gpu_count(&opt.written, &v)?),
+        (_, "cpus-per-gpu") => {
+            out.gpus.cpus_per_gpu = Some(
+                v.parse()
+                    .ok()
+                    .filter(|&c: &u32| c > 0)
+                    .ok_or_else(|| format!("--cpus-per-gpu {v}: a count of CPUs"))?,
+            )
+        }
         (_, "lama-plan") => {
             return Err(
                 "--lama-plan: a plan places every rank itself; `lama plan` shows it, \
@@ -292,6 +325,91 @@ fn least_nodes(written: &str, v: &str) -> Result<String, String> {
             "{written} {v}: a node count (2) or a range of them (2-4), as srun takes"
         )),
     }
+}
+
+/// The count of `[TYPE:]N` (`--gpus`, `--gpus-per-node`).
+fn gpu_count(written: &str, v: &str) -> Result<u32, String> {
+    v.rsplit(':')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n: &u32| n > 0)
+        .ok_or_else(|| format!("{written} {v}: a count of GPUs, [TYPE:]N"))
+}
+
+/// The GPUs per node of a `--gres` list (`gpu:4`, `gpu:a100:2,shard:8`): `None` without a
+/// `gpu` entry; `gpu` alone is one.
+fn gpus_of_gres(v: &str) -> Result<Option<u32>, String> {
+    let Some(gpu) = v.split(',').find(|g| *g == "gpu" || g.starts_with("gpu:")) else {
+        return Ok(None);
+    };
+    if gpu == "gpu" {
+        return Ok(Some(1));
+    }
+    gpu_count("--gres", gpu).map(Some)
+}
+
+/// The step's GPUs from the line's counts, as `lama map --gpus LIST` (the first N of each
+/// node's by Slurm's index: which ones Slurm gives is its choice, said in the note), and
+/// `--cpus-per-gpu` with `--gpus-per-task` as `-c`. `--gpus N` over several nodes is refused:
+/// how many each node gets is the allocation's.
+fn gpu_counts(t: &mut Translated, before: &[String]) -> Result<(), String> {
+    let value = |t: &Translated, ours: &str| {
+        let at = t.args.iter().position(|a| a == ours)?;
+        t.args.get(at + 1).cloned()
+    };
+    let nodes: u32 = value(t, "--nodes")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let per_node = match (&t.gpus.per_node, t.gpus.job) {
+        (Some((written, n)), _) => Some((written.clone(), *n)),
+        (None, Some(n)) if n % nodes == 0 => Some((format!("--gpus={n}"), n / nodes)),
+        (None, Some(n)) => {
+            return Err(format!(
+                "--gpus={n} over -N {nodes}: how many each node gets is Slurm's choice; give \
+                 --gpus-per-node (or --gres=gpu:N)"
+            ))
+        }
+        (None, None) => None,
+    };
+    if let Some((written, n)) = per_node {
+        if !given_before(before, "--gpus") {
+            t.notes.push(format!(
+                "{written}: {n} GPU(s) a node; which ones is Slurm's choice, previewed as the \
+                 first {n} by Slurm's index (--gpus LIST before -- takes the ones \
+                 SLURM_STEP_GPUS shows)"
+            ));
+            let list: Vec<String> = (0..n).map(|g| g.to_string()).collect();
+            t.args.extend(["--gpus".to_string(), list.join(",")]);
+        }
+    }
+    // Slurm's closest GPUs are what a layout led by 'g' gives each task anyway.
+    let led_by_g = value(t, "--map").is_some_and(|m| m.starts_with('g'));
+    if led_by_g && value(t, "--gpu-bind").as_deref() == Some("closest") {
+        if let Some(at) = t.args.iter().position(|a| a == "--gpu-bind") {
+            t.args.drain(at..at + 2);
+        }
+        t.notes.push(
+            "--gpu-bind=closest: left out (a layout led by 'g' gives each task the GPUs closest \
+             to its CPUs)"
+                .into(),
+        );
+    }
+    if let Some(c) = t.gpus.cpus_per_gpu {
+        match value(t, "--gpus-per-task").and_then(|k| k.parse::<u32>().ok()) {
+            Some(k) if value(t, "--cpus-per-task").is_none() => {
+                t.notes.push(format!(
+                    "--cpus-per-gpu={c} with --gpus-per-task={k}: -c {} a task, as Slurm gives",
+                    c * k
+                ));
+                set(t, "--cpus-per-task", (c * k).to_string());
+            }
+            _ => t.notes.push(format!(
+                "--cpus-per-gpu={c}: left out (without --gpus-per-task it sizes the job's CPUs, \
+                 not a task's; -c sets a task's)"
+            )),
+        }
+    }
+    Ok(())
 }
 
 /// What `--cpu-bind=KIND` does beside LAMA (the plugin's own rule, `step::leave_alone` and its
@@ -357,7 +475,7 @@ fn script_options(path: &str) -> Option<Vec<String>> {
 
 /// `lama map`'s options that a pasted line sets, with the spellings `lama map` takes for each
 /// before `--` (long names, aliases, short options).
-const SPELLINGS: [(&str, &[&str]); 15] = [
+const SPELLINGS: [(&str, &[&str]); 16] = [
     ("--nodes", &["--nodes", "-N"]),
     ("--np", &["--np", "--ntasks", "-n"]),
     ("--cpus-per-task", &["--cpus-per-task", "-c"]),
@@ -373,6 +491,7 @@ const SPELLINGS: [(&str, &[&str]); 15] = [
     ("--order", &["--order", "--lama-order"]),
     ("--membind", &["--membind", "--lama-membind"]),
     ("--oversubscribe", &["--oversubscribe", "--overcommit"]),
+    ("--gpus", &["--gpus"]),
 ];
 
 /// Whether `before` (lama map's own words, before `--`) gives the option `ours`.
@@ -604,6 +723,7 @@ fn expand_line(
     }
     refuse_twice(&t, before, cmd)?;
     derive_counts(&mut t, before, cmd)?;
+    gpu_counts(&mut t, before)?;
     let has_map =
         |a: &String| a == "--map" || a.starts_with("--map=") || a.starts_with("--lama-map");
     if !t.args.iter().any(has_map) && !before.iter().any(has_map) {
@@ -800,5 +920,53 @@ mod tests {
         // Other commands are left alone.
         let same = os("lama plan -np 4");
         assert_eq!(expand(same.clone()).unwrap().0, same);
+    }
+
+    #[test]
+    fn the_lines_gpu_counts_give_the_steps_gpus() {
+        let os =
+            |s: &str| -> Vec<std::ffi::OsString> { line(s).into_iter().map(Into::into).collect() };
+        let args = |s: &str| expand(os(s)).map(|(a, _)| a);
+        assert_eq!(
+            args("lama map -- srun -n4 --gres=gpu:4 --lama-map=gcsbnh ./a").unwrap(),
+            os("lama map --np 4 --map gcsbnh --gpus 0,1,2,3")
+        );
+        assert_eq!(
+            args("lama map -- srun -n2 --gres=gpu:a100:1,shard:8 --lama-map=gcsbnh ./a").unwrap(),
+            os("lama map --np 2 --map gcsbnh --gpus 0")
+        );
+        assert_eq!(
+            args("lama map -- srun -N2 -n4 -G 4 --lama-map=gcsbnh ./a").unwrap(),
+            os("lama map --nodes 2 --np 4 --map gcsbnh --gpus 0,1")
+        );
+        let e = args("lama map -- srun -N2 -n4 --gpus=3 --lama-map=gcsbnh ./a").unwrap_err();
+        assert!(e.contains("--gpus=3 over -N 2"), "{e}");
+        // The list given before -- wins over the first N.
+        assert_eq!(
+            args("lama map --gpus 4-7 -- srun -n4 --gpus-per-node=4 --lama-map=gcsbnh ./a")
+                .unwrap(),
+            os("lama map --gpus 4-7 --np 4 --map gcsbnh")
+        );
+        assert_eq!(
+            args("lama map -- srun -n2 --gpus-per-task=2 --cpus-per-gpu=8 --lama-map=gcsbnh ./a")
+                .unwrap(),
+            os("lama map --np 2 --gpus-per-task 2 --map gcsbnh --cpus-per-task 16")
+        );
+        let (a, notes) = expand(os(
+            "lama map -- srun -n2 --gpu-bind=closest --lama-map=gcsbnh ./a",
+        ))
+        .unwrap();
+        assert_eq!(a, os("lama map --np 2 --map gcsbnh"));
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("--gpu-bind=closest: left out")),
+            "{notes:?}"
+        );
+        // A CPU layout keeps Slurm's closest (lama map says what it does with it).
+        assert_eq!(
+            args("lama map -- srun -n2 --gpu-bind=closest --lama-map=csbnh ./a").unwrap(),
+            os("lama map --np 2 --gpu-bind closest --map csbnh")
+        );
     }
 }

@@ -107,6 +107,9 @@ pub fn is_gpu_bind(input: &str) -> bool {
 /// Takes `k:g` out of an MPPR list: the per-GPU limit and the rest (`None` when nothing is
 /// left). A limit on `g` that is not a positive count is an error with a caret.
 pub fn split_gpu_mppr(input: &str) -> Result<(Option<u32>, Option<String>), Diagnostic> {
+    // Refused by its length before it is split (its message would echo it whole: a
+    // megabyte's worth from a user's option, in slurmstepd).
+    crate::diag::check_length(Subject::Mppr, input)?;
     let mut cap = None;
     let mut rest: Vec<&str> = Vec::new();
     let mut offset = 0;

@@ -293,6 +293,11 @@ fn the_language() {
     );
     assert_eq!(split_gpu_mppr("1:g").unwrap(), (Some(1), None));
     assert_eq!(split_gpu_mppr("0:g,1:c").unwrap_err().span, Some((0, 1)));
+    // Refused by its length, with a short message (it used to echo the whole input).
+    let long = "1:g,".repeat(25_000);
+    let e = split_gpu_mppr(&long).unwrap_err().to_string();
+    assert!(e.contains("too long (100000 characters"), "{e}");
+    assert!(e.len() < 1000, "{} bytes", e.len());
 }
 
 /// One package of two cores of two threads (PUs 0-1, 2-3), one GPU near all of it.

@@ -168,6 +168,51 @@ fn over_long_values() -> Run {
     })
 }
 
+/// The `--lama-*` values as slurmstepd gets them (the job's environment carries srun's option
+/// values): a megabyte each, a layout led by 'g' with a megabyte MPPR, and the same under a
+/// site default; each refused with a short message before anything expands it.
+fn over_long_options() -> Run {
+    Box::new(|| {
+        use crate::request::{resolve, UserOptions};
+        let site = crate::config::SiteConfig {
+            map: lama_engine::Layout::parse("scbnh").ok(),
+            ..Default::default()
+        };
+        let mega = |unit: &str| unit.repeat((1 << 20) / unit.len());
+        let cases = [
+            UserOptions {
+                map: Some(mega("s")),
+                ..Default::default()
+            },
+            UserOptions {
+                map: Some("scbnh".into()),
+                bind: Some(mega("1c")),
+                ..Default::default()
+            },
+            UserOptions {
+                map: Some("gcsbnh".into()),
+                mppr: Some(mega("1:g,")),
+                ..Default::default()
+            },
+            UserOptions {
+                mppr: Some(mega("2:c,")),
+                ..Default::default()
+            },
+            UserOptions {
+                order: Some(mega("n")),
+                membind: Some(mega("local")),
+                ..Default::default()
+            },
+        ];
+        for user in &cases {
+            for site in [&crate::config::SiteConfig::default(), &site] {
+                refused(resolve(user, site).map_err(|e| e.to_string()), "--lama-");
+            }
+        }
+        "refused, each before it was expanded".into()
+    })
+}
+
 /// Megabyte GPU lists: parsed in linear time, refused with a short message.
 fn megabyte_gpu_lists() -> Run {
     let many: Vec<String> = (0..150_000).map(|i| i.to_string()).collect();
@@ -469,8 +514,9 @@ fn random_environments() -> Run {
 /// A case: its name, and what builds its inputs and returns its run.
 type Case = (&'static str, fn() -> Run);
 
-const CASES: [Case; 11] = [
+const CASES: [Case; 12] = [
     ("forged_pack_variables", forged_pack_variables),
+    ("over_long_options", over_long_options),
     ("forged_het_lists", forged_het_lists),
     ("over_long_values", over_long_values),
     ("megabyte_gpu_lists", megabyte_gpu_lists),

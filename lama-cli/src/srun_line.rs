@@ -753,6 +753,11 @@ mod tests {
         s.split_whitespace().map(str::to_string).collect()
     }
 
+    /// A `lama` command line of words.
+    fn os(s: &str) -> Vec<std::ffi::OsString> {
+        line(s).into_iter().map(Into::into).collect()
+    }
+
     #[test]
     fn srun_options_become_lama_maps() {
         let t = translate(&line(
@@ -791,8 +796,6 @@ mod tests {
 
     #[test]
     fn only_map_with_an_srun_line_is_rewritten() {
-        let os =
-            |s: &str| -> Vec<std::ffi::OsString> { line(s).into_iter().map(Into::into).collect() };
         let (args, notes) = expand(os(
             "lama map --topology host -- srun -n4 -J x --lama-map=cs ./a",
         ))
@@ -861,8 +864,6 @@ mod tests {
             line("-N 3 --ntasks-per-node=2")
         );
         assert!(script_options("/nonexistent/job.sh").is_none());
-        let os =
-            |s: &str| -> Vec<std::ffi::OsString> { line(s).into_iter().map(Into::into).collect() };
         let (args, notes) = expand(os(&format!(
             "lama map -- A=1 sbatch -N 2 --lama-map=cs {}",
             script.display()
@@ -891,8 +892,6 @@ mod tests {
 
     #[test]
     fn mpirun_and_srun_spellings_are_read_as_lama_maps_own() {
-        let os =
-            |s: &str| -> Vec<std::ffi::OsString> { line(s).into_iter().map(Into::into).collect() };
         let (args, notes) = expand(os(
             "lama map --topology t -np 4 --map-by socket --bind-to core",
         ))
@@ -924,8 +923,6 @@ mod tests {
 
     #[test]
     fn the_lines_gpu_counts_give_the_steps_gpus() {
-        let os =
-            |s: &str| -> Vec<std::ffi::OsString> { line(s).into_iter().map(Into::into).collect() };
         let args = |s: &str| expand(os(s)).map(|(a, _)| a);
         assert_eq!(
             args("lama map -- srun -n4 --gres=gpu:4 --lama-map=gcsbnh ./a").unwrap(),

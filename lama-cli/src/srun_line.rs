@@ -645,9 +645,10 @@ fn cpu_bind_as_lama(value: &str) -> Result<String, String> {
 }
 
 /// `args` (a `lama` command line) with `map ... -- [VAR=value ...] srun|sbatch|salloc LINE`
-/// replaced by `map ...` and the line's options; the notes to print. For sbatch, the script's
-/// `#SBATCH` options come first and the line's own win. Other command lines are returned as
-/// they are.
+/// replaced by `map ...` and the line's options, and `lama map`'s own words in mpirun's and
+/// srun's spellings read as its own ([`own_spellings`]); the notes to print. For sbatch, the
+/// script's `#SBATCH` options come first and the line's own win. Other command lines are
+/// returned as they are (arguments that are no UTF-8 untouched).
 pub fn expand(
     args: Vec<std::ffi::OsString>,
 ) -> Result<(Vec<std::ffi::OsString>, Vec<String>), String> {
@@ -656,40 +657,33 @@ pub fn expand(
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let is_map = text.iter().skip(1).find(|a| !a.starts_with('-')) == Some(&"map".to_string());
-    if is_map {
-        let dash = text.iter().position(|a| a == "--").unwrap_or(text.len());
-        let (own, mut notes) = own_spellings(&text[..dash])?;
-        if !notes.is_empty() {
-            let mut args: Vec<std::ffi::OsString> = own.into_iter().map(Into::into).collect();
-            args.extend(text[dash..].iter().map(Into::into));
-            let (args, more) = expand_line(args)?;
-            notes.extend(more);
-            return Ok((args, notes));
-        }
-    }
-    expand_line(args)
-}
-
-/// [`expand`] for the pasted line after `--`.
-fn expand_line(
-    args: Vec<std::ffi::OsString>,
-) -> Result<(Vec<std::ffi::OsString>, Vec<String>), String> {
-    let text: Vec<String> = args
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let is_map = text.iter().skip(1).find(|a| !a.starts_with('-')) == Some(&"map".to_string());
-    let Some(dash) = text.iter().position(|a| a == "--") else {
-        return Ok((args, Vec::new()));
-    };
-    let (before, line) = (&text[..dash], &text[dash + 1..]);
-    let assignments = line.iter().take_while(|w| is_assignment(w)).count();
-    let Some(cmd) = line.get(assignments).and_then(|w| launcher(w)) else {
-        return Ok((args, Vec::new()));
-    };
     if !is_map {
         return Ok((args, Vec::new()));
     }
+    let dash = text.iter().position(|a| a == "--").unwrap_or(text.len());
+    let (own, mut notes) = own_spellings(&text[..dash])?;
+    // lama map's own words: as given, unless a spelling was read.
+    let mut out: Vec<std::ffi::OsString> = match notes.is_empty() {
+        true => args[..dash].to_vec(),
+        false => own.iter().map(Into::into).collect(),
+    };
+    match pasted_line(&own, text.get(dash + 1..).unwrap_or_default())? {
+        Some(t) => {
+            out.extend(t.args.into_iter().map(Into::into));
+            notes.extend(t.notes.into_iter().map(|n| format!("pasted line: {n}")));
+        }
+        None => out.extend(args[dash..].iter().cloned()),
+    }
+    Ok((out, notes))
+}
+
+/// The line after `--` (`line`) as `lama map`'s options and the notes, given lama map's own
+/// words (`before`); `None` when it is no srun, sbatch or salloc line.
+fn pasted_line(before: &[String], line: &[String]) -> Result<Option<Translated>, String> {
+    let assignments = line.iter().take_while(|w| is_assignment(w)).count();
+    let Some(cmd) = line.get(assignments).and_then(|w| launcher(w)) else {
+        return Ok(None);
+    };
     let mut notes: Vec<String> = line[..assignments]
         .iter()
         .map(|a| {
@@ -733,16 +727,9 @@ fn expand_line(
              LAYOUT before --"
         ));
     }
-    let mut out: Vec<std::ffi::OsString> = args[..dash].to_vec();
-    out.extend(t.args.into_iter().map(Into::into));
-    notes.extend(t.notes);
-    Ok((
-        out,
-        notes
-            .into_iter()
-            .map(|n| format!("pasted line: {n}"))
-            .collect(),
-    ))
+    notes.append(&mut t.notes);
+    t.notes = notes;
+    Ok(Some(t))
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 //! and its memory, sets the task's variables and executes the program. Every rank of a node
 //! computes the same placement from the same inputs, so no rank talks to another.
 
+use crate::asked::Asked;
 use crate::Failure;
-use lama_engine::{Bind, CpuList, CpuUnit, Layout, Membind, Mppr, Order};
+use lama_engine::{Bind, CpuList, CpuUnit, Membind};
 use lama_planfile::NodePlan;
 use lama_slurm::launcher::Rank;
 use lama_slurm::node::{place_local, GpuOptions, Origin, StepCpus, StepRequest};
@@ -191,8 +192,6 @@ fn choose_cpus(
 
 /// The request, as the plugin resolves the same `--lama-*` options.
 fn request(args: &ExecArgs) -> Result<StepRequest, Failure> {
-    let syntax =
-        |d: lama_engine::Diagnostic| Failure::Usage(lama_slurm::familiar::explain(d).to_string());
     if lama_engine::parse_gpu_layout(&args.map).is_some() {
         return Err(Failure::Usage(format!(
             "lama exec places by CPU: layout '{}' places by GPU, which needs the GPUs a \
@@ -201,20 +200,19 @@ fn request(args: &ExecArgs) -> Result<StepRequest, Failure> {
             args.map, args.map
         )));
     }
+    let asked = Asked::parse(
+        &args.map,
+        args.bind.as_deref(),
+        args.mppr.as_deref(),
+        &args.order,
+        &args.membind,
+    )?;
     Ok(StepRequest {
-        layout: Layout::parse(&args.map).map_err(syntax)?,
-        bind: args
-            .bind
-            .as_deref()
-            .map(Bind::parse)
-            .transpose()
-            .map_err(syntax)?,
-        membind: Membind::parse(&args.membind).map_err(syntax)?,
-        mppr: match &args.mppr {
-            Some(m) => Mppr::parse(m).map_err(syntax)?,
-            None => Mppr::none(),
-        },
-        order: Order::parse(&args.order).map_err(syntax)?,
+        layout: asked.layout,
+        bind: asked.bind,
+        membind: asked.membind,
+        mppr: asked.mppr,
+        order: asked.order,
         origin: Origin::User,
         verbose: args.verbose,
         omp: args.omp,

@@ -8,6 +8,7 @@ use lama_engine::render;
 use lama_hwloc::Source;
 use std::process::ExitCode;
 
+mod asked;
 mod cli;
 mod color;
 mod emit;

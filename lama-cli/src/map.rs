@@ -1,5 +1,6 @@
 //! `lama map`: place the processes as the plugin would and show where each one goes.
 
+use crate::asked::Asked;
 use crate::env_preview::EnvPreview;
 use crate::map_args::MapArgs;
 use crate::nodes::{cpu_unit, nodes_of, Nodes};
@@ -8,7 +9,7 @@ use crate::ranks::{rank_range, rank_split, RankSplit};
 use crate::{emit, gpu, json, Failure};
 use lama_engine::{
     cpus_covered, exact_binding, numa_nodes, place, place_cpus_per_task, render, Bind, CpuUnit,
-    GpuRequest, Layout, Machine, Membind, Mppr, Order, PlaceError, Placement, Request, MAP_ALIASES,
+    GpuRequest, Layout, Machine, Membind, Order, PlaceError, Placement, Request, MAP_ALIASES,
 };
 
 pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
@@ -23,7 +24,13 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
         return gpu::map(&args, &request, slurm_binds);
     }
     refuse_gpu_options(&args)?;
-    let asked = Asked::parse(&args)?;
+    let asked = Asked::parse(
+        &args.map,
+        args.bind.as_deref(),
+        args.mppr.as_deref(),
+        &args.order,
+        &args.membind,
+    )?;
     let all_nodes = nodes_of(&args)?;
     let (req, exact) = request(&args, &asked, all_nodes.machines(), unit)?;
     let split = rank_split(&args, &all_nodes, unit)?;
@@ -114,39 +121,6 @@ fn refuse_gpu_options(args: &MapArgs) -> Result<(), Failure> {
             args.map, args.map
         ))),
         None => Ok(()),
-    }
-}
-
-/// The request as written: a familiar Slurm or Open MPI spelling is refused with its LAMA
-/// equivalent.
-struct Asked {
-    layout: Layout,
-    bind: Option<Bind>,
-    mppr: Mppr,
-    order: Order,
-    membind: Membind,
-}
-
-impl Asked {
-    fn parse(args: &MapArgs) -> Result<Asked, Failure> {
-        let syntax = |d: lama_engine::Diagnostic| {
-            Failure::Usage(lama_slurm::familiar::explain(d).to_string())
-        };
-        Ok(Asked {
-            layout: Layout::parse(&args.map).map_err(syntax)?,
-            bind: args
-                .bind
-                .as_deref()
-                .map(Bind::parse)
-                .transpose()
-                .map_err(syntax)?,
-            mppr: match &args.mppr {
-                Some(m) => Mppr::parse(m).map_err(syntax)?,
-                None => Mppr::none(),
-            },
-            order: Order::parse(&args.order).map_err(syntax)?,
-            membind: Membind::parse(&args.membind).map_err(syntax)?,
-        })
     }
 }
 

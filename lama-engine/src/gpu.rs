@@ -108,7 +108,7 @@ pub fn is_gpu_bind(input: &str) -> bool {
 /// left). A limit on `g` that is not a positive count is an error with a caret.
 pub fn split_gpu_mppr(input: &str) -> Result<(Option<u32>, Option<String>), Diagnostic> {
     // Refused by its length before it is split (its message would echo it whole: a
-    // megabyte's worth from a user's option, in slurmstepd).
+    // megabyte's worth from a user's option, in a privileged process).
     crate::diag::check_length(Subject::Mppr, input)?;
     let mut cap = None;
     let mut rest: Vec<&str> = Vec::new();

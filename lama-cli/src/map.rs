@@ -34,7 +34,7 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
     let all_nodes = nodes_of(&args)?;
     let (req, exact) = request(&args, &asked, all_nodes.machines(), unit)?;
     let split = rank_split(&args, &all_nodes, unit)?;
-    let from_c = FromC::of(&args, &req, &all_nodes.list(), unit);
+    let from_c = FromC::of(&args, &req, &all_nodes, unit);
     let placement = place_nodes(&all_nodes, &req, exact, split.as_ref(), from_c.as_ref())?;
     let names = all_nodes.names.as_deref();
     let fallback = fallback_note(&args, &placement, &req, names, unit);
@@ -258,18 +258,16 @@ struct FromC {
 
 impl FromC {
     /// `None` unless the binding comes from -c (no --bind, -c above 1, bound within).
-    fn of(args: &MapArgs, req: &Request, nodes: &[&Machine], unit: CpuUnit) -> Option<FromC> {
+    fn of(args: &MapArgs, req: &Request, nodes: &Nodes, unit: CpuUnit) -> Option<FromC> {
         if args.bind.is_some() || args.cpus_per_task <= 1 || !req.bind_within {
             return None;
         }
+        // Counted once per distinct machine, then once per node of it.
+        let per_machine = nodes.cpus(unit);
         let have = nodes
+            .machine_of()
             .iter()
-            .map(|m| {
-                let logical: Vec<u32> = (0..m.pus().len() as u32)
-                    .filter(|&p| m.pus()[p as usize].available)
-                    .collect();
-                u64::from(cpus_covered(m, &logical, unit))
-            })
+            .map(|&k| u64::from(per_machine[k]))
             .sum();
         Some(FromC {
             per_task: args.cpus_per_task,

@@ -2,7 +2,7 @@
 
 use crate::map_args::MapArgs;
 use crate::Failure;
-use lama_engine::{CpuList, CpuUnit, Machine};
+use lama_engine::{cpus_covered, CpuList, CpuUnit, Machine};
 use lama_hwloc::Source;
 use lama_plan::hostlist;
 
@@ -121,6 +121,22 @@ impl Nodes {
     /// Which of [`Self::machines`] each node is, in node order.
     pub(crate) fn machine_of(&self) -> &[usize] {
         &self.of_node
+    }
+}
+
+impl Nodes {
+    /// The available CPUs of each distinct machine (as [`Self::machines`]), as Slurm counts
+    /// them (`unit`: threads or cores).
+    pub(crate) fn cpus(&self, unit: CpuUnit) -> Vec<u32> {
+        self.machines
+            .iter()
+            .map(|m| {
+                let logical: Vec<u32> = (0..m.pus().len() as u32)
+                    .filter(|&p| m.pus()[p as usize].available)
+                    .collect();
+                cpus_covered(m, &logical, unit)
+            })
+            .collect()
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::map_args::MapArgs;
 use crate::nodes::Nodes;
 use crate::Failure;
-use lama_engine::{cpus_covered, CpuUnit, Placement};
+use lama_engine::{CpuUnit, Placement};
 use lama_slurm::distribution::{count_list, parse_counts, Distribution};
 
 /// How srun deals the ranks to the nodes (`--distribution`, `--tasks-per-node`).
@@ -107,16 +107,7 @@ pub(crate) fn rank_split(
             // What each node can run: its available CPUs (as Slurm counts them) per task,
             // capped by --ntasks-per-node, as slurm_step_layout.c computes it; counted once
             // per distinct machine.
-            let per_machine: Vec<u32> = all_nodes
-                .machines()
-                .iter()
-                .map(|m| {
-                    let logical: Vec<u32> = (0..m.pus().len() as u32)
-                        .filter(|&p| m.pus()[p as usize].available)
-                        .collect();
-                    cpus_covered(m, &logical, unit)
-                })
-                .collect();
+            let per_machine = all_nodes.cpus(unit);
             let cpus: Vec<u32> = nodes
                 .iter()
                 .map(|&k| {

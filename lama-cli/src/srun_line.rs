@@ -108,6 +108,14 @@ pub struct Translated {
     pub gpus: GpuCounts,
 }
 
+impl Translated {
+    /// The value given to `lama map`'s option `ours`, if the line gives it.
+    fn value(&self, ours: &str) -> Option<String> {
+        let at = self.args.iter().position(|a| a == ours)?;
+        self.args.get(at + 1).cloned()
+    }
+}
+
 /// The GPU counts of a line: per node (`--gres=gpu[:TYPE]:N`, `--gpus-per-node`), for the
 /// job (`--gpus`), and CPUs per GPU.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -353,13 +361,7 @@ fn gpus_of_gres(v: &str) -> Result<Option<u32>, String> {
 /// `--cpus-per-gpu` with `--gpus-per-task` as `-c`. `--gpus N` over several nodes is refused:
 /// how many each node gets is the allocation's.
 fn gpu_counts(t: &mut Translated, before: &[String]) -> Result<(), String> {
-    let value = |t: &Translated, ours: &str| {
-        let at = t.args.iter().position(|a| a == ours)?;
-        t.args.get(at + 1).cloned()
-    };
-    let nodes: u32 = value(t, "--nodes")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
+    let nodes: u32 = t.value("--nodes").and_then(|n| n.parse().ok()).unwrap_or(1);
     let per_node = match (&t.gpus.per_node, t.gpus.job) {
         (Some((written, n)), _) => Some((written.clone(), *n)),
         (None, Some(n)) if n % nodes == 0 => Some((format!("--gpus={n}"), n / nodes)),
@@ -383,8 +385,8 @@ fn gpu_counts(t: &mut Translated, before: &[String]) -> Result<(), String> {
         }
     }
     // Slurm's closest GPUs are what a layout led by 'g' gives each task anyway.
-    let led_by_g = value(t, "--map").is_some_and(|m| m.starts_with('g'));
-    if led_by_g && value(t, "--gpu-bind").as_deref() == Some("closest") {
+    let led_by_g = t.value("--map").is_some_and(|m| m.starts_with('g'));
+    if led_by_g && t.value("--gpu-bind").as_deref() == Some("closest") {
         if let Some(at) = t.args.iter().position(|a| a == "--gpu-bind") {
             t.args.drain(at..at + 2);
         }
@@ -395,8 +397,11 @@ fn gpu_counts(t: &mut Translated, before: &[String]) -> Result<(), String> {
         );
     }
     if let Some(c) = t.gpus.cpus_per_gpu {
-        match value(t, "--gpus-per-task").and_then(|k| k.parse::<u32>().ok()) {
-            Some(k) if value(t, "--cpus-per-task").is_none() => {
+        match t
+            .value("--gpus-per-task")
+            .and_then(|k| k.parse::<u32>().ok())
+        {
+            Some(k) if t.value("--cpus-per-task").is_none() => {
                 t.notes.push(format!(
                     "--cpus-per-gpu={c} with --gpus-per-task={k}: -c {} a task, as Slurm gives",
                     c * k
@@ -525,12 +530,8 @@ fn refuse_twice(t: &Translated, before: &[String], cmd: &str) -> Result<(), Stri
 /// The counts srun derives when the line leaves them out: the nodes from a `-w` list, and
 /// the tasks from `-N` (one per node) or `-N` with `--ntasks-per-node`.
 fn derive_counts(t: &mut Translated, before: &[String], cmd: &str) -> Result<(), String> {
-    let value = |t: &Translated, ours: &str| {
-        let at = t.args.iter().position(|a| a == ours)?;
-        t.args.get(at + 1).cloned()
-    };
-    if value(t, "--nodes").is_none() && !given_before(before, "--nodes") {
-        if let Some(list) = value(t, "--node-names") {
+    if t.value("--nodes").is_none() && !given_before(before, "--nodes") {
+        if let Some(list) = t.value("--node-names") {
             let names = lama_plan::hostlist::expand(&list).map_err(|e| format!("-w: {e}"))?;
             t.notes.push(format!(
                 "-w {list}: {} node(s), as -N {}",
@@ -540,15 +541,15 @@ fn derive_counts(t: &mut Translated, before: &[String], cmd: &str) -> Result<(),
             set(t, "--nodes", names.len().to_string());
         }
     }
-    if value(t, "--np").is_some() || given_before(before, "--np") {
+    if t.value("--np").is_some() || given_before(before, "--np") {
         return Ok(());
     }
-    let nodes: u64 = match value(t, "--nodes") {
+    let nodes: u64 = match t.value("--nodes") {
         Some(n) => n.parse().map_err(|_| format!("-N {n}: not a node count"))?,
         None if given_before(before, "--nodes") => return Ok(()),
         None => 1,
     };
-    let tasks = match value(t, "--ntasks-per-node") {
+    let tasks = match t.value("--ntasks-per-node") {
         Some(k) => {
             let k: u64 = k
                 .parse()
@@ -560,7 +561,7 @@ fn derive_counts(t: &mut Translated, before: &[String], cmd: &str) -> Result<(),
             nodes * k
         }
         None => {
-            let c = value(t, "--cpus-per-task").map_or(String::new(), |c| {
+            let c = t.value("--cpus-per-task").map_or(String::new(), |c| {
                 format!(
                     " (inside an allocation srun may start more with -c {c}: give -n to be sure)"
                 )
@@ -627,7 +628,7 @@ fn own_spellings(words: &[String]) -> Result<(Vec<String>, Vec<String>), String>
 fn cpu_bind_as_lama(value: &str) -> Result<String, String> {
     let kind = value
         .split(',')
-        .find(|k| !matches!(*k, "verbose" | "v" | "quiet" | "q"))
+        .find(|k| !lama_slurm::cpu_bind::is_modifier(k))
         .unwrap_or("");
     let width = match kind {
         "cores" => "1c",
@@ -637,7 +638,9 @@ fn cpu_bind_as_lama(value: &str) -> Result<String, String> {
         "none" | "no" => "none",
         other => {
             return Err(format!(
-                "--cpu-bind={other}: Slurm's binding by CPU lists or ranks is not a layout, which                  is what lama map previews: give --bind (1c for cores, 1h threads, 1s sockets,                  1N NUMA nodes, none)"
+                "--cpu-bind={other}: Slurm's binding by CPU lists or ranks is not a layout, which \
+                 is what lama map previews: give --bind (1c for cores, 1h threads, 1s sockets, \
+                 1N NUMA nodes, none)"
             ))
         }
     };

@@ -218,13 +218,13 @@ struct Grouped {
 }
 
 impl Grouped {
-    /// The GPUs of group `g`.
-    fn gpus_of(&self, gpus: &[&Device], g: usize) -> String {
+    /// The GPUs of `groups`.
+    fn gpus_of(&self, gpus: &[&Device], groups: &[usize]) -> String {
         names(
             gpus,
-            self.groups[g]
-                .1
+            groups
                 .iter()
+                .flat_map(|&g| self.groups[g].1.iter())
                 .flat_map(|&m| self.units[m].iter().copied()),
         )
     }
@@ -489,7 +489,7 @@ impl Node<'_> {
             }
             check_width(self.machine, level, cpus).map_err(|near| GpuError::Wider {
                 bind: self.req.bind.unwrap_or(Bind::None),
-                gpu: grouped.gpus_of(self.gpus, g),
+                gpu: grouped.gpus_of(self.gpus, &[g]),
                 cpus: os_list(self.machine, cpus),
                 near,
             })?;
@@ -560,7 +560,7 @@ impl Node<'_> {
                 let n = grouped.group_tasks[g].len() as u64;
                 let need = n * u64::from(per_task);
                 let have = cpus_covered(machine, &grouped.groups[g].0, req.cpu_unit);
-                let near = grouped.gpus_of(self.gpus, g);
+                let near = grouped.gpus_of(self.gpus, &[g]);
                 match (need > u64::from(have), n) {
                     (true, 1) => {
                         format!("-c {per_task} is more than the {have} {what} near {near}")
@@ -618,15 +618,7 @@ impl Node<'_> {
             .collect();
         let cpus_os = os_list(machine, cpus);
         let sub = machine.restrict(&cpus_os);
-        let gpu_names = names(
-            self.gpus,
-            spot.groups.iter().flat_map(|&g| {
-                grouped.groups[g]
-                    .1
-                    .iter()
-                    .flat_map(|&m| grouped.units[m].iter().copied())
-            }),
-        );
+        let gpu_names = grouped.gpus_of(self.gpus, &spot.groups);
         let (widened, placed) = place_group(&sub, req, mine.len() as u32);
         let placed = placed.map_err(|error| GpuError::Place {
             tasks: mine.len() as u32,

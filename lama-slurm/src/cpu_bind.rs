@@ -1,6 +1,12 @@
 //! Slurm's `--cpu-bind`, as srun passes it to a step in `SLURM_CPU_BIND_TYPE` (`cores,`,
 //! `map_cpu:`, `verbose,none`, ...).
 
+/// Whether a `--cpu-bind` word is one of its modifiers (`verbose`, `quiet`), which say nothing
+/// of the binding.
+pub fn is_modifier(word: &str) -> bool {
+    matches!(word, "verbose" | "v" | "quiet" | "q")
+}
+
 /// The binding a user asked Slurm for with `--cpu-bind`, from `SLURM_CPU_BIND_TYPE` as srun
 /// passes it to the step (`cores,`, `map_cpu:`, `verbose,sockets,` ...): `None` for no type,
 /// `none` and the modifiers alone.
@@ -8,7 +14,7 @@ pub fn explicit_cpu_bind(kind: &str) -> Option<String> {
     let types: Vec<&str> = kind
         .split(',')
         .map(|t| t.trim_end_matches(':'))
-        .filter(|t| !t.is_empty() && !matches!(*t, "none" | "no" | "verbose" | "v" | "quiet" | "q"))
+        .filter(|t| !t.is_empty() && !matches!(*t, "none" | "no") && !is_modifier(t))
         .collect();
     (!types.is_empty()).then(|| crate::hostlist::shown(&types.join(",")))
 }

@@ -152,7 +152,7 @@ pub fn familiar_bind(input: &str) -> Option<String> {
     // Slurm's options after a comma (verbose, quiet) say nothing of the width.
     let kinds: Vec<&str> = lower
         .split(',')
-        .filter(|k| !matches!(*k, "verbose" | "v" | "quiet" | "q"))
+        .filter(|k| !crate::cpu_bind::is_modifier(k))
         .collect();
     let kind = match kinds.as_slice() {
         [one] if lower.contains(',') => *one,

@@ -15,4 +15,5 @@ pub mod launcher;
 pub mod node;
 pub mod node_env;
 pub mod node_plan;
+pub mod own;
 pub mod task_env;

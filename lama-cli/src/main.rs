@@ -21,6 +21,7 @@ mod map;
 mod map_args;
 mod nodes;
 mod output;
+mod own_view;
 mod plan;
 mod ranks;
 mod srun_line;
@@ -54,10 +55,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cli = match Cli::from_arg_matches(&command(asks_version).get_matches_from(args)) {
+    let matches = command(asks_version).get_matches_from(args);
+    let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    if let Command::Map(map) = &mut cli.command {
+        // -c given, even as 1, makes a Slurm step exact.
+        map.c_given = matches.subcommand_matches("map").is_some_and(|m| {
+            m.value_source("cpus_per_task") == Some(clap::parser::ValueSource::CommandLine)
+        });
+    }
     color::set(cli.color);
     for note in notes {
         eprintln!("lama: {note}");

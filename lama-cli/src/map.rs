@@ -6,7 +6,7 @@ use crate::map_args::MapArgs;
 use crate::nodes::{cpu_unit, nodes_of, Nodes};
 use crate::output::{picture_for, print, print_human, ROW_BESIDES_PICTURE};
 use crate::ranks::{rank_range, rank_split, RankSplit};
-use crate::{emit, gpu, json, Failure};
+use crate::{emit, gpu, json, own_view, Failure};
 use lama_engine::{
     cpus_covered, exact_binding, numa_nodes, place, place_cpus_per_task, render, Bind, CpuUnit,
     GpuRequest, Layout, Machine, Membind, Order, PlaceError, Placement, Request, MAP_ALIASES,
@@ -20,12 +20,23 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
         )));
     }
     let unit = cpu_unit(&args);
+    if args.slurm {
+        return own_view::show(&args, unit);
+    }
+    if let (Some(option), false) = (args.slurm_only_option(), args.compare) {
+        return Err(Failure::Usage(format!(
+            "{option} is read for Slurm's own placement: add --compare to see it beside layout \
+             '{}' (with --lama-map the plugin's binding replaces Slurm's), or --slurm for \
+             Slurm's alone",
+            args.layout()
+        )));
+    }
     if let Some((request, slurm_binds)) = by_gpu(&args, unit)? {
         return gpu::map(&args, &request, slurm_binds);
     }
     refuse_gpu_options(&args)?;
     let asked = Asked::parse(
-        &args.map,
+        args.layout(),
         args.bind.as_deref(),
         args.mppr.as_deref(),
         &args.order,
@@ -36,6 +47,9 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
     let split = rank_split(&args, &all_nodes, unit)?;
     let from_c = FromC::of(&args, &req, &all_nodes, unit);
     let placement = place_nodes(&all_nodes, &req, exact, split.as_ref(), from_c.as_ref())?;
+    if args.compare {
+        return own_view::compare(&args, &all_nodes, &placement, unit);
+    }
     let names = all_nodes.names.as_deref();
     let fallback = fallback_note(&args, &placement, &req, names, unit);
     let warnings = warnings(&args, &placement, req.bind, unit);
@@ -90,12 +104,12 @@ fn by_gpu(args: &MapArgs, unit: CpuUnit) -> Result<Option<(GpuRequest, bool)>, F
             unit,
         )
     };
-    if let Some(by_gpu) = gpu_request(&args.map).map_err(Failure::Usage)? {
+    if let Some(by_gpu) = gpu_request(args.layout()).map_err(Failure::Usage)? {
         return Ok(Some((by_gpu, false)));
     }
     let slurm_binds = gpu::slurm_binding(args).own_gpus_per_task().is_some();
-    if slurm_binds && Layout::parse(&args.map).is_ok() {
-        if let Ok(Some(beside)) = gpu_request(&format!("g{}", args.map)) {
+    if slurm_binds && Layout::parse(args.layout()).is_ok() {
+        if let Ok(Some(beside)) = gpu_request(&format!("g{}", args.layout())) {
             return Ok(Some((beside, true)));
         }
     }
@@ -118,7 +132,7 @@ fn refuse_gpu_options(args: &MapArgs) -> Result<(), Failure> {
             "{option} previews placement by GPU, and layout '{}' does not place by GPU: lead it \
              with 'g' (g{}), or leave out {option} (a layout without 'g' still lists each node's \
              GPUs and NICs)",
-            args.map, args.map
+            args.layout(), args.layout()
         ))),
         None => Ok(()),
     }
@@ -488,7 +502,7 @@ fn text(shown: &Shown<'_>, placement: &Placement<'_>) -> Result<(), Failure> {
 fn header(shown: &Shown<'_>) -> String {
     let args = shown.args;
     let mut text = String::new();
-    if let Some((alias, expansion)) = MAP_ALIASES.iter().find(|(a, _)| *a == args.map) {
+    if let Some((alias, expansion)) = MAP_ALIASES.iter().find(|(a, _)| *a == args.layout()) {
         text += &format!("map alias '{alias}' = layout {expansion}\n");
     }
     if let Some(note) = &shown.fallback {

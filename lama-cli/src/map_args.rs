@@ -21,8 +21,50 @@ pub(crate) struct MapArgs {
     pub(crate) np: u32,
     /// Mapping layout (e.g. scbnh) or alias (hwthread core l1cache l2cache l3cache numa socket node).
     #[arg(long, visible_alias = "lama-map", value_name = "LAYOUT", hide_possible_values = true,
+          required_unless_present = "slurm",
           value_parser = Suggest(MAP_ALIASES.iter().map(|(a, _)| *a).collect()))]
-    pub(crate) map: String,
+    pub(crate) map: Option<String>,
+    /// Show what Slurm itself gives each task, without LAMA: the step's CPUs and each task's
+    /// binding as task/affinity makes it (with -m, -c, --cpu-bind, --hint, ...). A pasted
+    /// line without --lama-map shows this.
+    #[arg(long, conflicts_with_all = ["map", "emit", "env", "hostfile"])]
+    pub(crate) slurm: bool,
+    /// Show Slurm's own placement and the layout's side by side, rank by rank, with how many
+    /// tasks share a core, an L3 cache, a NUMA node or a socket either way.
+    #[arg(long, requires = "map", conflicts_with_all = ["json", "emit", "summary"])]
+    pub(crate) compare: bool,
+    /// With --slurm or --compare: Slurm's --cpu-bind (none, threads, cores, sockets, ldoms,
+    /// map_cpu:LIST, mask_cpu:LIST). Without them it is read as --bind.
+    #[arg(long, value_name = "KIND")]
+    pub(crate) cpu_bind: Option<String>,
+    /// With --slurm or --compare: the step takes only the cores its tasks' CPUs need (srun's
+    /// --exact; -c and srun's --exclusive imply it), else every CPU the job has on a node.
+    #[arg(long)]
+    pub(crate) exact: bool,
+    /// With --slurm or --compare: srun's --hint (nomultithread, multithread, compute_bound).
+    #[arg(long, value_name = "HINT")]
+    pub(crate) hint: Option<String>,
+    /// With --slurm or --compare: srun's --threads-per-core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) threads_per_core: Option<u32>,
+    /// With --slurm or --compare: srun's --ntasks-per-core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) ntasks_per_core: Option<u32>,
+    /// With --slurm or --compare: srun's --ntasks-per-socket.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) ntasks_per_socket: Option<u32>,
+    /// With --slurm or --compare: the site's binding for steps without --cpu-bind (CpuBind=
+    /// of the node or partition, else TaskPluginParam's: none, threads, cores, sockets).
+    /// [default: Slurm's automatic binding]
+    #[arg(long, value_name = "KIND")]
+    pub(crate) default_cpu_bind: Option<String>,
+    /// With --slurm or --compare: TaskPluginParam=autobind= (threads, cores, sockets), where
+    /// Slurm's automatic binding finds none.
+    #[arg(long, value_name = "UNIT")]
+    pub(crate) autobind: Option<String>,
+    /// Whether -c was given (it makes a Slurm step exact); set from the command line.
+    #[arg(skip)]
+    pub(crate) c_given: bool,
     /// Binding width (e.g. 1c, 2L2, 1s) or alias, or none. [default: 1c, or with
     /// --cpus-per-task N the narrowest binding of N CPUs, as the plugin does; with a layout
     /// led by 'g' and no -c, each task's share of the CPUs near its GPUs]
@@ -164,6 +206,29 @@ pub(crate) struct MapArgs {
     /// nothing (-p, -t, -J, --mem, -o, ...) are left out with a note; the program is not read.
     #[arg(last = true, value_name = "srun LINE")]
     pub(crate) srun: Vec<String>,
+}
+
+impl MapArgs {
+    /// The layout asked for (empty with --slurm, which takes none).
+    pub(crate) fn layout(&self) -> &str {
+        self.map.as_deref().unwrap_or_default()
+    }
+
+    /// Whether an option only Slurm's own placement reads was given.
+    pub(crate) fn slurm_only_option(&self) -> Option<&'static str> {
+        [
+            (self.hint.is_some(), "--hint"),
+            (self.threads_per_core.is_some(), "--threads-per-core"),
+            (self.ntasks_per_core.is_some(), "--ntasks-per-core"),
+            (self.ntasks_per_socket.is_some(), "--ntasks-per-socket"),
+            (self.default_cpu_bind.is_some(), "--default-cpu-bind"),
+            (self.autobind.is_some(), "--autobind"),
+            (self.exact, "--exact"),
+        ]
+        .into_iter()
+        .find(|(given, _)| *given)
+        .map(|(_, name)| name)
+    }
 }
 
 /// A value that may be anything (a layout, a width) and whose aliases shells complete: the

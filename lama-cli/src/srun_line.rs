@@ -7,7 +7,7 @@
 
 /// srun's options that `lama map` takes with the same meaning: srun's spellings (short, long)
 /// and `lama map`'s option.
-const SAME: [(Option<char>, &str, &str); 13] = [
+const SAME: [(Option<char>, &str, &str); 18] = [
     (Some('N'), "nodes", "--nodes"),
     (Some('n'), "ntasks", "--np"),
     (Some('c'), "cpus-per-task", "--cpus-per-task"),
@@ -21,6 +21,12 @@ const SAME: [(Option<char>, &str, &str); 13] = [
     (None, "lama-bind", "--bind"),
     (None, "lama-mppr", "--mppr"),
     (None, "lama-order", "--order"),
+    // Read by Slurm's own placement (--slurm, --compare).
+    (None, "cpu-bind", "--cpu-bind"),
+    (None, "hint", "--hint"),
+    (None, "threads-per-core", "--threads-per-core"),
+    (None, "ntasks-per-core", "--ntasks-per-core"),
+    (None, "ntasks-per-socket", "--ntasks-per-socket"),
 ];
 
 /// srun's options that change nothing `lama map` shows, taking a value.
@@ -57,17 +63,15 @@ const IGNORED_WITH_VALUE: [(Option<char>, &str); 28] = [
 ];
 
 /// srun's options that `lama map` translates otherwise, or refuses with the reason.
-const SPECIAL: [&str; 14] = [
-    "cpu-bind",
+const SPECIAL: [&str; 12] = [
+    "exclusive",
+    "exact",
     "overcommit",
     "lama-omp",
     "lama-membind",
     "lama-gpu-isolate",
     "lama-plan",
-    "hint",
-    "threads-per-core",
-    "ntasks-per-socket",
-    "ntasks-per-core",
+    "extra-node-info",
     "gres",
     "gpus",
     "gpus-per-node",
@@ -75,8 +79,7 @@ const SPECIAL: [&str; 14] = [
 ];
 
 /// srun's options without a value that change nothing `lama map` shows.
-const IGNORED_FLAGS: [(Option<char>, &str); 15] = [
-    (None, "exclusive"),
+const IGNORED_FLAGS: [(Option<char>, &str); 14] = [
     (None, "overlap"),
     (Some('l'), "label"),
     (Some('u'), "unbuffered"),
@@ -165,7 +168,11 @@ fn long_of(short: char) -> Option<&'static str> {
     let same = SAME.iter().map(|(s, l, _)| (*s, *l));
     let ignored = IGNORED_WITH_VALUE.iter().chain(&IGNORED_FLAGS).copied();
     same.chain(ignored)
-        .chain([(Some('O'), "overcommit"), (Some('G'), "gpus")])
+        .chain([
+            (Some('O'), "overcommit"),
+            (Some('G'), "gpus"),
+            (Some('B'), "extra-node-info"),
+        ])
         .find(|(s, _)| *s == Some(short))
         .map(|(_, l)| l)
 }
@@ -204,8 +211,8 @@ fn unknown(w: &str) -> String {
     format!(
         "srun option '{w}' is not one lama map knows: leave it out of the line (lama map reads \
          -N, -n, -c, -m, --ntasks-per-node, --gpus-per-task, --gpu-bind, --ntasks-per-gpu, \
-         --cpu-bind, -w, -O and \
-         the --lama-* options, and leaves out those that place nothing, such as -p, -t, -J, \
+         --cpu-bind, --hint, --threads-per-core, --ntasks-per-core, --ntasks-per-socket, -B, \
+         -w, -O and the --lama-* options, and leaves out those that place nothing, such as -p, -t, -J, \
          --mem and -o)"
     )
 }
@@ -230,7 +237,10 @@ pub fn translate(line: &[String]) -> Result<Translated, String> {
         let takes_value = match opt.kind {
             Kind::Same(_) | Kind::Value => true,
             Kind::Flag => false,
-            Kind::Special => !matches!(opt.long, "overcommit" | "lama-omp" | "lama-gpu-isolate"),
+            Kind::Special => !matches!(
+                opt.long,
+                "overcommit" | "lama-omp" | "lama-gpu-isolate" | "exclusive" | "exact"
+            ),
         };
         let value = match (takes_value, opt.attached.clone()) {
             (true, Some(v)) => Some(v),
@@ -268,10 +278,16 @@ fn apply(out: &mut Translated, opt: &Word, value: Option<String>) -> Result<(), 
             opt.written
         )),
         (_, "overcommit") => out.args.push("--oversubscribe".into()),
+        // srun's --exclusive makes its step exact (and a job it creates exclusive).
+        (_, "exclusive" | "exact") => {
+            if !out.args.iter().any(|a| a == "--exact") {
+                out.args.push("--exact".into());
+            }
+        }
         (_, "lama-omp") => out.args.extend(["--env".into(), "--omp".into()]),
         (_, "lama-gpu-isolate") => out.args.push("--gpu-isolate".into()),
         (_, "lama-membind") => set(out, "--membind", v),
-        (_, "cpu-bind") => out.notes.push(cpu_bind_note(&v)),
+        (_, "extra-node-info") => extra_node_info(out, &opt.written, &v)?,
         (_, "gres") => match gpus_of_gres(&v)? {
             Some(n) => out.gpus.per_node = Some((format!("--gres={v}"), n)),
             None => out.notes.push(format!(
@@ -305,6 +321,31 @@ fn apply(out: &mut Translated, opt: &Word, value: Option<String>) -> Result<(), 
             ))
         }
     }
+    Ok(())
+}
+
+/// `-B S[:C[:T]]`: its threads as `--threads-per-core` (what a step's binding reads); its
+/// sockets and cores size the allocation, which the preview takes whole.
+fn extra_node_info(out: &mut Translated, written: &str, v: &str) -> Result<(), String> {
+    let parts: Vec<&str> = v.split(':').collect();
+    let count = |p: &str| p == "*" || p.parse::<u32>().is_ok_and(|n| n > 0);
+    if parts.len() > 3 || !parts.iter().all(|p| count(p)) {
+        return Err(format!(
+            "{written} {v}: sockets[:cores[:threads]] per node, each a count or *"
+        ));
+    }
+    if let Some(t) = parts.get(2).filter(|t| **t != "*") {
+        set(out, "--threads-per-core", t.to_string());
+    }
+    out.notes.push(format!(
+        "{written} {v}: its sockets and cores choose the nodes and size the allocation, which \
+         the preview takes whole{}",
+        if parts.len() == 3 {
+            "; its threads are read as --threads-per-core"
+        } else {
+            ""
+        }
+    ));
     Ok(())
 }
 
@@ -480,7 +521,7 @@ fn script_options(path: &str) -> Option<Vec<String>> {
 
 /// `lama map`'s options that a pasted line sets, with the spellings `lama map` takes for each
 /// before `--` (long names, aliases, short options).
-const SPELLINGS: [(&str, &[&str]); 16] = [
+const SPELLINGS: [(&str, &[&str]); 21] = [
     ("--nodes", &["--nodes", "-N"]),
     ("--np", &["--np", "--ntasks", "-n"]),
     ("--cpus-per-task", &["--cpus-per-task", "-c"]),
@@ -497,6 +538,11 @@ const SPELLINGS: [(&str, &[&str]); 16] = [
     ("--membind", &["--membind", "--lama-membind"]),
     ("--oversubscribe", &["--oversubscribe", "--overcommit"]),
     ("--gpus", &["--gpus"]),
+    ("--cpu-bind", &["--cpu-bind"]),
+    ("--hint", &["--hint"]),
+    ("--threads-per-core", &["--threads-per-core"]),
+    ("--ntasks-per-core", &["--ntasks-per-core"]),
+    ("--ntasks-per-socket", &["--ntasks-per-socket"]),
 ];
 
 /// Whether `before` (lama map's own words, before `--`) gives the option `ours`.
@@ -581,6 +627,12 @@ fn derive_counts(t: &mut Translated, before: &[String], cmd: &str) -> Result<(),
 /// `--cpu-bind=KIND` as the LAMA binding of the same width; the notes say so. A `--cpu-bind`
 /// that names CPUs (map_cpu, mask_cpu, ...) is refused: lama map previews layouts.
 fn own_spellings(words: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
+    // With --slurm or --compare, or without a layout, --cpu-bind is Slurm's own.
+    let lama_only = words.iter().any(|w| {
+        ["--map", "--lama-map", "--map-by"]
+            .iter()
+            .any(|m| w == m || w.starts_with(&format!("{m}=")))
+    }) && !words.iter().any(|w| w == "--slurm" || w == "--compare");
     let mut out = Vec::with_capacity(words.len());
     let mut notes = Vec::new();
     let mut i = 0;
@@ -594,7 +646,7 @@ fn own_spellings(words: &[String]) -> Result<(Vec<String>, Vec<String>), String>
             "-np" => "-n",
             "--map-by" => "--map",
             "--bind-to" => "--bind",
-            "--cpu-bind" => "--bind",
+            "--cpu-bind" if lama_only => "--bind",
             _ => {
                 out.push(w.clone());
                 i += 1;
@@ -724,11 +776,28 @@ fn pasted_line(before: &[String], line: &[String]) -> Result<Option<Translated>,
     let has_map =
         |a: &String| a == "--map" || a.starts_with("--map=") || a.starts_with("--lama-map");
     if !t.args.iter().any(has_map) && !before.iter().any(has_map) {
-        return Err(format!(
-            "this {cmd} line has no --lama-map, so the plugin leaves its tasks to Slurm \
-             (unless the site sets a default map=): add --lama-map=LAYOUT to the line, or --map \
-             LAYOUT before --"
+        t.notes.push(format!(
+            "no --lama-map: the plugin leaves this {cmd} line's tasks to Slurm (unless the site \
+             sets a default map=), so this is Slurm's own placement; add --lama-map=LAYOUT to \
+             see LAMA's, or --compare --map LAYOUT before -- for both"
         ));
+        if !before.iter().any(|w| w == "--slurm") {
+            t.args.push("--slurm".into());
+        }
+    } else if !before.iter().any(|w| w == "--compare") {
+        if let Some(kind) = t.value("--cpu-bind") {
+            t.notes.push(cpu_bind_note(&kind));
+        }
+        if let Some(at) = t.args.iter().position(|a| a == "--exact") {
+            // Only Slurm's own placement reads it; the LAMA preview takes the job's CPUs.
+            t.args.remove(at);
+            t.notes.push(
+                "--exclusive/--exact: the step has only the cores its tasks need, and the \
+                 preview places on the job's CPUs: where they differ, give the step's with \
+                 --restrict (--compare shows Slurm's choice)"
+                    .into(),
+            );
+        }
     }
     notes.append(&mut t.notes);
     t.notes = notes;
@@ -756,9 +825,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             t.args,
-            line("--nodes 2 --np 8 --cpus-per-task 2 --distribution cyclic --ntasks-per-node 4 --map scbnh --bind 1s")
+            line("--nodes 2 --np 8 --cpus-per-task 2 --distribution cyclic --ntasks-per-node 4 --map scbnh --bind 1s --exact")
         );
-        assert_eq!(t.notes.len(), 3, "{:?}", t.notes);
+        assert_eq!(t.notes.len(), 2, "{:?}", t.notes);
         assert!(t.notes[0].starts_with("-p: left out"));
         // The program's own options are not srun's.
         assert!(!t.args.contains(&"3".to_string()));
@@ -766,8 +835,14 @@ mod tests {
 
     #[test]
     fn what_changes_the_placement_is_never_dropped() {
-        let e = translate(&line("-n4 --hint=nomultithread ./a")).unwrap_err();
-        assert!(e.contains("--hint changes which CPUs"), "{e}");
+        let t = translate(&line("-n4 --hint=nomultithread -B 2:8:1 ./a")).unwrap();
+        assert_eq!(
+            t.args,
+            line("--np 4 --hint nomultithread --threads-per-core 1")
+        );
+        assert!(t.notes[0].contains("-B 2:8:1: its sockets and cores"), "{:?}", t.notes);
+        let e = translate(&line("-n4 -B 2:x ./a")).unwrap_err();
+        assert!(e.contains("sockets[:cores[:threads]]"), "{e}");
         let e = translate(&line("-n4 --frobnicate ./a")).unwrap_err();
         assert!(
             e.contains("'--frobnicate' is not one lama map knows"),
@@ -780,8 +855,13 @@ mod tests {
         let e = translate(&line("-n")).unwrap_err();
         assert!(e.contains("-n needs a value"), "{e}");
         let t = translate(&line("-n2 -O --cpu-bind=cores --lama-omp ./a")).unwrap();
-        assert_eq!(t.args, line("--np 2 --oversubscribe --env --omp"));
-        assert!(t.notes[0].contains("LAMA's binding replaces Slurm's"));
+        assert_eq!(
+            t.args,
+            line("--np 2 --oversubscribe --cpu-bind cores --env --omp")
+        );
+        // Beside a layout, the note says LAMA's binding replaces it.
+        let (_, notes) = expand(os("lama map -- srun -n2 --cpu-bind=cores --lama-map=cs ./a")).unwrap();
+        assert!(notes[0].contains("LAMA's binding replaces Slurm's"), "{notes:?}");
     }
 
     #[test]
@@ -794,8 +874,10 @@ mod tests {
         assert_eq!(notes.len(), 1);
         // The layout may come before --; without one the plugin would place nothing.
         assert!(expand(os("lama map --map cs -- srun -n4 ./a")).is_ok());
-        let e = expand(os("lama map -- srun -n4 ./a")).unwrap_err();
-        assert!(e.contains("has no --lama-map"), "{e}");
+        // Without one, the line is Slurm's own placement.
+        let (args, notes) = expand(os("lama map -- srun -n4 ./a")).unwrap();
+        assert_eq!(args, os("lama map --np 4 --slurm"));
+        assert!(notes[0].contains("no --lama-map"), "{notes:?}");
         let same = os("lama verify --json -- bash -c x");
         assert_eq!(expand(same.clone()).unwrap().0, same);
     }

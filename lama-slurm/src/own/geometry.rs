@@ -23,7 +23,7 @@ impl Geometry {
         let cores = m.objects(Level::Core);
         let pus = m.pus().len() as u32;
         if cores.is_empty() || pus == 0 {
-            return Err(format!("{}: the topology has no cores", m.name()));
+            return Err("the topology has no cores".into());
         }
         let threads = cores[0].pus.len() as u32;
         let sockets = m.objects(Level::Socket).len().max(1) as u32;
@@ -38,12 +38,10 @@ impl Geometry {
             .enumerate()
             .all(|(i, c)| c.pus.start == i as u32 * threads);
         if !even_cores || !even_sockets || !contiguous || per_socket * sockets * threads != pus {
-            return Err(format!(
-                "{}: Slurm's task/affinity counts sockets x cores x threads alike, and this node \
-                 is not so shaped (cores with different thread counts, or sockets with different \
-                 core counts): its own placement is not modelled here",
-                m.name()
-            ));
+            return Err("Slurm's task/affinity counts sockets x cores x threads alike, and this \
+                        node is not so shaped (cores with different thread counts, or sockets \
+                        with different core counts): its own placement is not modelled here"
+                .into());
         }
         Ok(Geometry {
             sockets,

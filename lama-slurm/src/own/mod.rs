@@ -164,6 +164,8 @@ pub struct Ask {
     pub tasks: u32,
     /// `-c`, when given (it makes the step exact: only the cores its tasks need).
     pub cpus_per_task: Option<u32>,
+    /// `--exact` (or srun's `--exclusive`), which `-c` implies.
+    pub exact: bool,
     /// The step's `--cpu-bind`, given or implied (`--hint`, `--ntasks-per-core`,
     /// `--ntasks-per-socket`).
     pub cpu_bind: Option<CpuBind>,
@@ -237,10 +239,16 @@ pub fn srun_binding(o: SrunBinding<'_>) -> Result<(Option<CpuBind>, Option<u32>,
                     ))
                 }
             };
+            notes.push(format!(
+                "--hint={hint}: srun reads it as --cpu-bind={}{}",
+                k.name(),
+                t.map_or(String::new(), |t| format!(" with --threads-per-core={t}"))
+            ));
             kind = Some(k);
             tpc = t;
         }
     } else if tpc.is_some() && kind.is_none() {
+        notes.push("--threads-per-core: srun adds --cpu-bind=threads".into());
         kind = Some(CpuBind::Threads);
     }
     if kind.is_none() {
@@ -250,6 +258,13 @@ pub fn srun_binding(o: SrunBinding<'_>) -> Result<(Option<CpuBind>, Option<u32>,
             (None, Some(_)) => Some(CpuBind::Sockets),
             (None, None) => None,
         };
+        if let Some(k) = &kind {
+            notes.push(format!(
+                "--ntasks-per-{}: srun adds --cpu-bind={}",
+                if o.ntasks_per_core.is_some() { "core" } else { "socket" },
+                k.name()
+            ));
+        }
     }
     Ok((kind, tpc, notes))
 }
@@ -276,7 +291,7 @@ pub fn place(m: &Machine, ask: &Ask) -> Result<Own, String> {
         })
         .collect();
     if !job.contains(&true) {
-        return Err(format!("{}: the job has no CPU on this node", m.name()));
+        return Err("the job has no CPU on this node".into());
     }
     let one_thread = ask.cpus_count_cores || ask.threads_per_core == Some(1);
     let cores = step_cores::step_cores(
@@ -284,7 +299,8 @@ pub fn place(m: &Machine, ask: &Ask) -> Result<Own, String> {
         &job,
         CoreAsk {
             tasks: ask.tasks,
-            cpus_per_task: ask.cpus_per_task,
+            exact: ask.exact || ask.cpus_per_task.is_some(),
+            cpus_per_task: ask.cpus_per_task.unwrap_or(1),
             cpus_per_core: if one_thread {
                 1
             } else {

@@ -1,8 +1,8 @@
 //! Which of the job's cores on a node a step gets, as slurmctld's step manager picks them
 //! (`_pick_step_cores` and `_handle_core_select` in `src/stepmgr/stepmgr.c`, 24.11 and 26.05
-//! alike): without `-c` (and without `--exact`) a step has every core the job has there; with
-//! `-c`, which implies `--exact`, it has the cores its tasks' CPUs need, taken across the
-//! sockets by `-m`'s second part.
+//! alike): a step without `--exact` has every core the job has there (`--whole`); an exact
+//! one (`--exact`, implied by `-c` and by srun's `--exclusive`) has the cores its tasks' CPUs
+//! need, taken across the sockets by `-m`'s second part.
 
 use super::geometry::Geometry;
 use super::SocketDist;
@@ -12,8 +12,10 @@ use super::SocketDist;
 pub struct CoreAsk {
     /// Tasks on this node.
     pub tasks: u32,
-    /// `-c`, when given (it makes the step exact).
-    pub cpus_per_task: Option<u32>,
+    /// Whether the step is exact (`--exact`, or `-c`, or srun's `--exclusive`).
+    pub exact: bool,
+    /// CPUs per task (`-c`, else 1).
+    pub cpus_per_task: u32,
     /// CPUs a core counts for the step: 1 with one thread per core (`--hint=nomultithread`,
     /// `--threads-per-core=1`, or a node whose `CPUs=` counts cores), else the threads asked
     /// for or the core's own.
@@ -28,9 +30,10 @@ pub struct CoreAsk {
 /// (`job[i]`), or Slurm's refusal.
 pub fn step_cores(g: Geometry, job: &[bool], ask: CoreAsk) -> Result<Vec<bool>, String> {
     let job_cores = job.iter().filter(|c| **c).count() as u32;
-    let Some(cpt) = ask.cpus_per_task else {
+    if !ask.exact {
         return Ok(job.to_vec());
-    };
+    }
+    let cpt = ask.cpus_per_task;
     if ask.tasks == g.all_cores() {
         // As many tasks as the node has cores: the step takes all the job's.
         return Ok(job.to_vec());
@@ -140,7 +143,8 @@ mod tests {
     fn ask(tasks: u32, cpt: u32, dist: SocketDist) -> CoreAsk {
         CoreAsk {
             tasks,
-            cpus_per_task: Some(cpt),
+            exact: true,
+            cpus_per_task: cpt,
             cpus_per_core: 2,
             dist,
             overcommit: false,
@@ -155,7 +159,7 @@ mod tests {
     fn without_c_the_step_has_the_jobs_cores() {
         let job = vec![true; 8];
         let a = CoreAsk {
-            cpus_per_task: None,
+            exact: false,
             ..ask(2, 1, SocketDist::Cyclic)
         };
         assert_eq!(list(&step_cores(G, &job, a).unwrap()), (0..8).collect::<Vec<_>>());

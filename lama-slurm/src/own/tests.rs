@@ -56,6 +56,19 @@ fn c_takes_only_the_cores_the_tasks_need() {
 }
 
 #[test]
+fn an_exact_step_without_c_takes_a_core_per_task_round_the_sockets() {
+    // srun --exclusive (or --exact) -n4: 4 CPUs = 2 cores of 2 threads, one a task's share
+    // per socket in turn: cores 0 and 4 (PUs 0-1 and 8-9); 4 CPUs = the 4 threads: threads.
+    let a = Ask {
+        exact: true,
+        ..ask(4)
+    };
+    let own = place(&m(TWO_BY_FOUR), &a).unwrap();
+    assert_eq!(list(&own.step), "0-1,8-9");
+    assert_eq!(tasks(&own), vec!["0", "8", "1", "9"]);
+}
+
+#[test]
 fn explicit_kinds_widen_each_task_to_its_unit() {
     let sockets = Ask {
         cpu_bind: Some(CpuBind::Sockets),

@@ -25,7 +25,11 @@ pub(crate) struct Cli {
 #[derive(Subcommand, Debug)]
 pub(crate) enum Command {
     /// Place processes and show where each one goes.
-    #[command(after_long_help = manual::LANGUAGE)]
+    #[command(
+        after_help = "-h shows the common options; --help shows all of them (GPUs, memory, \
+                      ranks, launchers' formats, Slurm's own binding) and the language.",
+        after_long_help = manual::LANGUAGE
+    )]
     Map(Box<MapArgs>),
     /// Communication-aware placement: map a communication matrix onto the nodes and their
     /// network with Scotch, guarded by LAMA layouts; write a plan for `srun --lama-plan`.

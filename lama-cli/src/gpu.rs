@@ -211,7 +211,9 @@ fn header(
         text += &format!(
             "layout {} has no 'g', and Slurm chooses each task's GPUs: the plugin places each \
              task by {} within the CPUs of the GPUs Slurm gives it, as g{} does\n",
-            args.layout(), args.layout(), args.layout()
+            args.layout(),
+            args.layout(),
+            args.layout()
         );
     }
     text

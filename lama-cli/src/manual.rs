@@ -74,7 +74,10 @@ Coming from Slurm or Open MPI:
   mpirun --map-by core --bind-to core         --map csbnh --bind 1c
   mpirun --map-by package --bind-to package   --map scbnh --bind 1s
   mpirun --map-by numa --bind-to numa         --map Nscbnh --bind 1N
-  mpirun --map-by ppr:2:package               --map csbnh --mppr 2:s";
+  mpirun --map-by ppr:2:package               --map csbnh --mppr 2:s
+What Slurm itself gives each task, without LAMA: --slurm with srun's options (-m, -c,
+--cpu-bind, --hint, ...), or a pasted line without --lama-map; --compare shows it beside a
+layout, rank by rank.";
 
 /// Examples (also in `lama --help`).
 pub const EXAMPLES: &str = "\

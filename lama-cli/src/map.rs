@@ -132,7 +132,8 @@ fn refuse_gpu_options(args: &MapArgs) -> Result<(), Failure> {
             "{option} previews placement by GPU, and layout '{}' does not place by GPU: lead it \
              with 'g' (g{}), or leave out {option} (a layout without 'g' still lists each node's \
              GPUs and NICs)",
-            args.layout(), args.layout()
+            args.layout(),
+            args.layout()
         ))),
         None => Ok(()),
     }

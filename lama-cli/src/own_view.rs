@@ -52,9 +52,8 @@ pub(crate) fn slurm_side(
             tasks: ranks.len() as u32,
             ..ask.clone()
         };
-        let own = own::place(list[node], &ask).map_err(|e| {
-            Failure::Place(format!("node {node} ({}): {e}", list[node].name()))
-        })?;
+        let own = own::place(list[node], &ask)
+            .map_err(|e| Failure::Place(format!("node {node} ({}): {e}", list[node].name())))?;
         out.push(NodeOwn { node, ranks, own });
     }
     let mut notes = notes;
@@ -137,11 +136,7 @@ pub(crate) fn show(args: &MapArgs, unit: CpuUnit) -> Result<(), Failure> {
         return print(&json(&nodes, &side, names, &notes));
     }
     let list = nodes.list();
-    let mode = picture_for(
-        args.picture,
-        nodes.machines(),
-        ROW_BESIDES_PICTURE - 20,
-    );
+    let mode = picture_for(args.picture, nodes.machines(), ROW_BESIDES_PICTURE - 20);
     let mut out = String::new();
     for note in &notes {
         out.push_str(note);
@@ -149,7 +144,10 @@ pub(crate) fn show(args: &MapArgs, unit: CpuUnit) -> Result<(), Failure> {
     }
     out.push_str(&format!(
         "{}\n",
-        sharing_line("summary: tasks sharing", &counts(&list, &bindings_of(&side)))
+        sharing_line(
+            "summary: tasks sharing",
+            &counts(&list, &bindings_of(&side))
+        )
     ));
     for n in &side {
         let m = list[n.node];
@@ -348,22 +346,24 @@ fn json(nodes: &Nodes, side: &[NodeOwn], names: Option<&[String]>, notes: &[Stri
         v.sort_unstable();
         v
     };
-    let mut processes: Vec<serde_json::Value> = side
-        .iter()
-        .flat_map(|n| {
-            let m = list[n.node];
-            n.ranks.iter().zip(&n.own.tasks).map(move |(r, t)| {
-                serde_json::json!({"rank": r, "node": n.node, "cpus": os(m, t)})
+    let mut processes: Vec<serde_json::Value> =
+        side.iter()
+            .flat_map(|n| {
+                let m = list[n.node];
+                n.ranks.iter().zip(&n.own.tasks).map(
+                    move |(r, t)| serde_json::json!({"rank": r, "node": n.node, "cpus": os(m, t)}),
+                )
             })
-        })
-        .collect();
+            .collect();
     processes.sort_by_key(|p| p["rank"].as_u64());
     // Every node, at its index; those with tasks with the step's CPUs and how Slurm binds.
     let node_list: Vec<serde_json::Value> = list
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            let name = names.and_then(|x| x.get(i)).map_or(m.name(), |s| s.as_str());
+            let name = names
+                .and_then(|x| x.get(i))
+                .map_or(m.name(), |s| s.as_str());
             match side.iter().find(|n| n.node == i) {
                 Some(n) => serde_json::json!({
                     "node": i,

@@ -840,7 +840,11 @@ mod tests {
             t.args,
             line("--np 4 --hint nomultithread --threads-per-core 1")
         );
-        assert!(t.notes[0].contains("-B 2:8:1: its sockets and cores"), "{:?}", t.notes);
+        assert!(
+            t.notes[0].contains("-B 2:8:1: its sockets and cores"),
+            "{:?}",
+            t.notes
+        );
         let e = translate(&line("-n4 -B 2:x ./a")).unwrap_err();
         assert!(e.contains("sockets[:cores[:threads]]"), "{e}");
         let e = translate(&line("-n4 --frobnicate ./a")).unwrap_err();
@@ -860,8 +864,14 @@ mod tests {
             line("--np 2 --oversubscribe --cpu-bind cores --env --omp")
         );
         // Beside a layout, the note says LAMA's binding replaces it.
-        let (_, notes) = expand(os("lama map -- srun -n2 --cpu-bind=cores --lama-map=cs ./a")).unwrap();
-        assert!(notes[0].contains("LAMA's binding replaces Slurm's"), "{notes:?}");
+        let (_, notes) = expand(os(
+            "lama map -- srun -n2 --cpu-bind=cores --lama-map=cs ./a",
+        ))
+        .unwrap();
+        assert!(
+            notes[0].contains("LAMA's binding replaces Slurm's"),
+            "{notes:?}"
+        );
     }
 
     #[test]

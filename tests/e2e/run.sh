@@ -717,6 +717,41 @@ t_preview_is_srun() {
     assert_eq "beside the held CPU" "$(preview --map scbnh --restrict node3=1)" "$(actual_cpus)"
 }
 
+t_slurm_own_placement() {
+    # Without LAMA, `lama map` shows what Slurm itself gives each task (lama map --slurm, and a
+    # pasted line without --lama-map): for each line, every task's Cpus_allowed_list equals
+    # the preview's over the three nodes (2 sockets; 1 core of 2 threads; 2 cores). Steps in
+    # a job holding the nodes (salloc --exclusive) have every CPU of the job; srun's own
+    # --exclusive, and -c, make the step exact. By hand (task/affinity's dist_tasks.c):
+    # 2 tasks a node bind to sockets on node1, threads on node2, cores on node3; cores binding
+    # gives node2's one task its whole core; mask_cpu:0x2,0x1 puts each node's first task on
+    # CPU 1; an exact step of one task a node has one core of node1 and node3 (bound to it)
+    # and node2's one core (its 2 threads, which fill its one socket).
+    local srun_prefix=(salloc -N3 --exclusive) line
+    local lines=("-N3 -n3" "-N3 -n6" "-N3 -n3 --cpu-bind=threads" "-N3 -n3 --cpu-bind=cores"
+        "-N3 -n3 --cpu-bind=map_cpu:1" "-N3 -n6 --cpu-bind=mask_cpu:0x2,0x1"
+        "-N3 -n6 -m block:block --cpu-bind=sockets" "-N3 -n3 --hint=nomultithread" "-N3 -n3 -c2"
+        "-N3 -n3 --ntasks-per-socket=1" "-N3 -n6 -m cyclic:fcyclic --cpu-bind=threads"
+        "-N3 -n3 --threads-per-core=1")
+    for line in "${lines[@]}" "EXACT --exclusive -N3 -n3"; do
+        if [[ $line == EXACT* ]]; then srun_prefix=(); line=${line#EXACT }; fi
+        # shellcheck disable=SC2086
+        run_srun $line || fail "srun $line failed: $(cat "$work/err")" || return 1
+        # shellcheck disable=SC2086
+        assert_eq "srun $line (Slurm's own)" "$(preview_line $line)" "$(actual_cpus)" || return 1
+        case $line in
+            "-N3 -n6") assert_eq "$line by hand" "node1:0 node1:1 node2:0 node2:1 node3:0 node3:1" "$(actual_cpus)" || return 1 ;;
+            "-N3 -n3 --cpu-bind=cores") assert_eq "$line by hand" "node1:0 node2:0-1 node3:0" "$(actual_cpus)" || return 1 ;;
+            *mask_cpu*) assert_eq "$line by hand" "node1:1 node1:0 node2:1 node2:0 node3:1 node3:0" "$(actual_cpus)" || return 1 ;;
+            "--exclusive -N3 -n3") assert_eq "$line by hand" "node1:0 node2:0-1 node3:0" "$(actual_cpus)" || return 1 ;;
+        esac
+    done
+    # The same through --slurm: the options as lama map's own, one line.
+    srun_prefix=(salloc -N3 --exclusive)
+    run_srun -N3 -n6 --cpu-bind=cores || return 1
+    assert_eq "lama map --slurm --cpu-bind cores" "$(preview --slurm --cpu-bind cores)" "$(actual_cpus)"
+}
+
 t_verify() {
     # `lama verify` as each task of the step: what every thread runs on, the variables, the
     # GPUs, against the task's LAMA_* and the preview (`lama map --json` with srun's options,
@@ -1736,7 +1771,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_broken_plugstack_batch_job_drains_nothing t_garbage_inherited_option_drains_nothing t_topology_sources t_topology_cache t_install_refuses_other_slurm
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
     t_cpus_per_task_widen_the_binding
-    t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_verify t_plan_ring_and_stencil
+    t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_slurm_own_placement t_verify t_plan_ring_and_stencil
     t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_plan_in_heterogeneous_step t_forged_heterogeneous_environment t_forged_plan_file t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards
     t_cpu_bind_and_lama t_topology_node_order
     t_daemons_still_up)

@@ -61,7 +61,7 @@ run_whole() {
 # that job, the job cancelled when the test ends however it ends. Under emulation an
 # allocation of its own for each step cost these four 347 s on an idle machine, one for each
 # test 262 s; on tests of four steps the cancellation took what the allocations saved.
-one_allocation_tests=(t_mppr t_order_sequential t_layouts_threads_and_more t_preview_is_srun)
+one_allocation_tests=(t_mppr t_order_sequential t_layouts_threads_and_more t_preview_is_srun t_slurm_own_placement)
 one_allocation() { # TEST
     local t=$1 rc
     # A guest that is gone fails the tests left at once; vmnode/vm.sh test says why after them.
@@ -385,6 +385,38 @@ t_preview_is_srun() {
     done
 }
 
+t_slurm_own_placement() {
+    # Without LAMA, `lama map` shows what Slurm itself gives each task (a pasted line without
+    # --lama-map): on 2 packages of 4 two-thread cores and 4 NUMA nodes, for each line every
+    # task's Cpus_allowed_list equals the preview's. By hand from task/affinity's dist_tasks.c
+    # and the step manager's core pick: -n4 fills no whole unit, so no binding; 8 tasks = 8
+    # cores bind to cores round the packages; 16 to threads, siblings after; -c2 makes the
+    # step exact (cores 0,4,1,5 round the packages, or core by core with fcyclic); ldoms
+    # binds each task's first thread's NUMA node, round the packages (0-3 8-11 0-3 8-11);
+    # nomultithread skips sibling threads.
+    local line
+    local lines=("-n4" "-n8" "-n2" "-n16" "-n4 -c2" "-n4 --cpu-bind=ldoms"
+        "-n8 -m block:block --cpu-bind=cores" "-n6 --hint=nomultithread"
+        "-n4 --ntasks-per-socket=2" "-n3 --cpu-bind=map_cpu:3,5,7"
+        "-n2 --cpu-bind=mask_cpu:0xf0,0xf" "-n4 -c2 -m block:fcyclic" "-n8 --threads-per-core=1"
+        "-n4 --ntasks-per-core=1")
+    for line in "${lines[@]}"; do
+        # shellcheck disable=SC2086
+        run_whole $line || fail "srun $line failed: $(cat "$work/err")" || return 1
+        # shellcheck disable=SC2086
+        assert_eq "srun $line (Slurm's own)" "$(preview_line $line | sed 's/vmnode://g')" "$(cpus)" || return 1
+        case $line in
+            -n4) assert_eq "$line by hand" "0-15 0-15 0-15 0-15" "$(cpus)" || return 1 ;;
+            -n8) assert_eq "$line by hand" "0-1 8-9 2-3 10-11 4-5 12-13 6-7 14-15" "$(cpus)" || return 1 ;;
+            -n16) assert_eq "$line by hand" "0 8 1 9 2 10 3 11 4 12 5 13 6 14 7 15" "$(cpus)" || return 1 ;;
+            "-n4 -c2") assert_eq "$line by hand" "0-1 8-9 2-3 10-11" "$(cpus)" || return 1 ;;
+            "-n4 --cpu-bind=ldoms") assert_eq "$line by hand" "0-3 8-11 0-3 8-11" "$(cpus)" || return 1 ;;
+            "-n6 --hint=nomultithread") assert_eq "$line by hand" "0 8 2 10 4 12" "$(cpus)" || return 1 ;;
+            "-n4 -c2 -m block:fcyclic") assert_eq "$line by hand" "0,8 1,9 2,10 3,11" "$(cpus)" || return 1 ;;
+        esac
+    done
+}
+
 t_daemons_still_up() {
     wait_for 60 nodes_idle || fail "the node is not idle: $(as_user sinfo -h -N -o %T)" || return 1
     if on_guest sh -c 'cat /var/log/slurm/*.log' | grep -E 'fatal|Segmentation|panicked|Caught panic' >&2; then
@@ -654,7 +686,7 @@ engine_layouts=(t_aliases_as_open_mpi t_layouts_two_cores t_layouts_numa_binding
 all_tests=(t_setup t_real_topology t_io_locality t_cgroup_v2 t_layouts_core_binding t_partial_allocation t_membind
     t_cpus_per_task t_row_steps_smaller_than_the_job t_row_v2_unconstrained t_row_v2_affinity_only
     t_row_broken_plugin_line t_cache_levels_on_slurms_topology t_odd_cpus_per_task_on_smt
-    t_row_core_spec_without_slurms_xml t_row_v2_constrained_gpus t_preview_is_srun)
+    t_row_core_spec_without_slurms_xml t_row_v2_constrained_gpus t_preview_is_srun t_slurm_own_placement)
 # Open MPI direct launch needs Slurm's mpi/pmix (none in Debian sid's 26.05: docker/README.md).
 # The launchers of t_lama_exec_mpis start their ranks without Slurm, so it runs on one guest
 # only, the 26.05 one, which runs after the docker suites, on a quieter machine (the docker

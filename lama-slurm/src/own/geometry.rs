@@ -38,10 +38,12 @@ impl Geometry {
             .enumerate()
             .all(|(i, c)| c.pus.start == i as u32 * threads);
         if !even_cores || !even_sockets || !contiguous || per_socket * sockets * threads != pus {
-            return Err("Slurm's task/affinity counts sockets x cores x threads alike, and this \
+            return Err(
+                "Slurm's task/affinity counts sockets x cores x threads alike, and this \
                         node is not so shaped (cores with different thread counts, or sockets \
                         with different core counts): its own placement is not modelled here"
-                .into());
+                    .into(),
+            );
         }
         Ok(Geometry {
             sockets,

@@ -42,7 +42,10 @@ fn checked(avail: &[bool], lay: &Lay, g: Geometry) -> Result<u32, LayoutError> {
         }
     }
     if size < lay.tasks {
-        return Err(format!("only {size} CPUs for the step's {} task(s)", lay.tasks));
+        return Err(format!(
+            "only {size} CPUs for the step's {} task(s)",
+            lay.tasks
+        ));
     }
     Ok(if size < lay.tasks * lay.cpus_per_task {
         size / lay.tasks
@@ -251,10 +254,26 @@ mod tests {
         let all = [true; 8];
         let m = cyclic(G, &all, &lay(4, 1)).unwrap();
         assert_eq!(sets(&m), vec![vec![0], vec![4], vec![1], vec![5]]);
-        let m = cyclic(G, &all, &Lay { to_cores: true, ..lay(4, 1) }).unwrap();
+        let m = cyclic(
+            G,
+            &all,
+            &Lay {
+                to_cores: true,
+                ..lay(4, 1)
+            },
+        )
+        .unwrap();
         // Binding to cores skips the sibling: each task starts a core of its own.
         assert_eq!(sets(&m), vec![vec![0], vec![4], vec![2], vec![6]]);
-        let m = cyclic(G, &all, &Lay { fcyclic: true, ..lay(2, 2) }).unwrap();
+        let m = cyclic(
+            G,
+            &all,
+            &Lay {
+                fcyclic: true,
+                ..lay(2, 2)
+            },
+        )
+        .unwrap();
         assert_eq!(sets(&m), vec![vec![0, 4], vec![1, 5]]);
     }
 
@@ -263,10 +282,20 @@ mod tests {
         let all = [true; 8];
         let m = block(G, &all, &lay(3, 2)).unwrap();
         assert_eq!(sets(&m), vec![vec![0, 1], vec![2, 3], vec![4, 5]]);
-        let m = block(G, &all, &Lay { ntasks_per_socket: 1, ..lay(2, 1) }).unwrap();
+        let m = block(
+            G,
+            &all,
+            &Lay {
+                ntasks_per_socket: 1,
+                ..lay(2, 1)
+            },
+        )
+        .unwrap();
         assert_eq!(sets(&m), vec![vec![0], vec![4]]);
         let few = [true, true, false, false, false, false, false, false];
-        assert!(block(G, &few, &lay(3, 1)).unwrap_err().contains("only 2 CPUs"));
+        assert!(block(G, &few, &lay(3, 1))
+            .unwrap_err()
+            .contains("only 2 CPUs"));
     }
 
     #[test]

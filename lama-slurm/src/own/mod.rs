@@ -76,7 +76,10 @@ impl CpuBind {
             [] => return Ok(None),
             [k] => *k,
             _ if text.contains("map_cpu:") || text.contains("mask_cpu:") => {
-                let at = text.find("map_cpu:").or(text.find("mask_cpu:")).unwrap_or(0);
+                let at = text
+                    .find("map_cpu:")
+                    .or(text.find("mask_cpu:"))
+                    .unwrap_or(0);
                 &text[at..]
             }
             _ => return Err(format!("--cpu-bind={text}: one kind at a time")),
@@ -152,7 +155,11 @@ fn mask_bits(text: &str) -> Option<Vec<u32>> {
     let mut cpus = Vec::new();
     for (k, ch) in hex.chars().rev().enumerate() {
         let v = ch.to_digit(16)?;
-        cpus.extend((0..4).filter(|b| v & (1 << b) != 0).map(|b| k as u32 * 4 + b));
+        cpus.extend(
+            (0..4)
+                .filter(|b| v & (1 << b) != 0)
+                .map(|b| k as u32 * 4 + b),
+        );
     }
     Some(cpus)
 }
@@ -211,7 +218,9 @@ pub struct SrunBinding<'a> {
 /// `--threads-per-core` implies `threads`; `--ntasks-per-core` `cores` (1) or `threads`, and
 /// `--ntasks-per-socket` `sockets`, where nothing else names a unit. Returns the binding, the
 /// threads per core and the notes to show.
-pub fn srun_binding(o: SrunBinding<'_>) -> Result<(Option<CpuBind>, Option<u32>, Vec<String>), String> {
+pub fn srun_binding(
+    o: SrunBinding<'_>,
+) -> Result<(Option<CpuBind>, Option<u32>, Vec<String>), String> {
     let mut kind = o.cpu_bind.map(CpuBind::parse).transpose()?.flatten();
     let mut tpc = o.threads_per_core;
     let mut notes = Vec::new();
@@ -227,10 +236,12 @@ pub fn srun_binding(o: SrunBinding<'_>) -> Result<(Option<CpuBind>, Option<u32>,
                 "multithread" => (CpuBind::Threads, None),
                 "compute_bound" => (CpuBind::Cores, Some(1)),
                 "memory_bound" => {
-                    return Err("--hint=memory_bound: it asks the allocation for one core a \
+                    return Err(
+                        "--hint=memory_bound: it asks the allocation for one core a \
                                 socket, which lama map does not model; give the CPUs with \
                                 --restrict and --cpu-bind=cores"
-                        .into())
+                            .into(),
+                    )
                 }
                 other => {
                     return Err(format!(
@@ -261,7 +272,11 @@ pub fn srun_binding(o: SrunBinding<'_>) -> Result<(Option<CpuBind>, Option<u32>,
         if let Some(k) = &kind {
             notes.push(format!(
                 "--ntasks-per-{}: srun adds --cpu-bind={}",
-                if o.ntasks_per_core.is_some() { "core" } else { "socket" },
+                if o.ntasks_per_core.is_some() {
+                    "core"
+                } else {
+                    "socket"
+                },
                 k.name()
             ));
         }
@@ -310,7 +325,9 @@ pub fn place(m: &Machine, ask: &Ask) -> Result<Own, String> {
             overcommit: ask.overcommit,
         },
     )?;
-    let avail: Vec<bool> = (0..g.pus()).map(|i| cores[(i / g.threads) as usize]).collect();
+    let avail: Vec<bool> = (0..g.pus())
+        .map(|i| cores[(i / g.threads) as usize])
+        .collect();
     let step: Vec<u32> = (0..g.pus()).filter(|&i| avail[i as usize]).collect();
     let (masks, how) = bind(m, g, &avail, ask)?;
     let tasks = masks
@@ -347,8 +364,12 @@ fn bind(
     let unit = match &kind {
         CpuBind::None if wholes.node => return every(format!("{how}: no binding")),
         CpuBind::None => return every(format!("{how}: the step's CPUs")),
-        CpuBind::MapCpu(list) => return by_list(m, avail, ask, &how, |i| vec![list[i % list.len()]]),
-        CpuBind::MaskCpu(list) => return by_list(m, avail, ask, &how, |i| list[i % list.len()].clone()),
+        CpuBind::MapCpu(list) => {
+            return by_list(m, avail, ask, &how, |i| vec![list[i % list.len()]])
+        }
+        CpuBind::MaskCpu(list) => {
+            return by_list(m, avail, ask, &how, |i| list[i % list.len()].clone())
+        }
         k => k.unit().unwrap_or(Unit::Threads),
     };
     let cpt = ask.cpus_per_task.unwrap_or(1);
@@ -372,7 +393,11 @@ fn bind(
     let mut masks = match laid {
         Ok(masks) => masks,
         Err(_) if ask.overcommit => return every(format!("{how}: overcommitted, the step's CPUs")),
-        Err(e) => return Err(format!("Slurm fails the step (\"failed to distribute tasks\"): {e}")),
+        Err(e) => {
+            return Err(format!(
+                "Slurm fails the step (\"failed to distribute tasks\"): {e}"
+            ))
+        }
     };
     lllp::expand(g, avail, &mut masks, unit);
     let mut tasks: Vec<Vec<u32>> = masks
@@ -382,7 +407,13 @@ fn bind(
     if kind == CpuBind::Ldoms {
         tasks = tasks.into_iter().map(|t| numa_nodes_of(m, &t)).collect();
     }
-    let dist = if block { "block" } else if lay.fcyclic { "fcyclic" } else { "cyclic" };
+    let dist = if block {
+        "block"
+    } else if lay.fcyclic {
+        "fcyclic"
+    } else {
+        "cyclic"
+    };
     Ok((tasks, format!("{how}, {dist} over the sockets")))
 }
 

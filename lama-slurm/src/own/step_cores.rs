@@ -152,7 +152,11 @@ mod tests {
     }
 
     fn list(v: &[bool]) -> Vec<usize> {
-        v.iter().enumerate().filter(|(_, b)| **b).map(|(i, _)| i).collect()
+        v.iter()
+            .enumerate()
+            .filter(|(_, b)| **b)
+            .map(|(i, _)| i)
+            .collect()
     }
 
     #[test]
@@ -162,7 +166,10 @@ mod tests {
             exact: false,
             ..ask(2, 1, SocketDist::Cyclic)
         };
-        assert_eq!(list(&step_cores(G, &job, a).unwrap()), (0..8).collect::<Vec<_>>());
+        assert_eq!(
+            list(&step_cores(G, &job, a).unwrap()),
+            (0..8).collect::<Vec<_>>()
+        );
     }
 
     #[test]

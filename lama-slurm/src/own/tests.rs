@@ -74,7 +74,10 @@ fn explicit_kinds_widen_each_task_to_its_unit() {
         cpu_bind: Some(CpuBind::Sockets),
         ..ask(2)
     };
-    assert_eq!(tasks(&place(&m(TWO_BY_FOUR), &sockets).unwrap()), vec!["0-7", "8-15"]);
+    assert_eq!(
+        tasks(&place(&m(TWO_BY_FOUR), &sockets).unwrap()),
+        vec!["0-7", "8-15"]
+    );
     let block_cores = Ask {
         cpu_bind: Some(CpuBind::Cores),
         dist: Some(SocketDist::Block),
@@ -104,7 +107,10 @@ fn one_thread_per_core_skips_the_siblings() {
         threads_per_core: tpc,
         ..ask(4)
     };
-    assert_eq!(tasks(&place(&m(TWO_BY_FOUR), &a).unwrap()), vec!["0", "8", "2", "10"]);
+    assert_eq!(
+        tasks(&place(&m(TWO_BY_FOUR), &a).unwrap()),
+        vec!["0", "8", "2", "10"]
+    );
 }
 
 #[test]
@@ -113,12 +119,18 @@ fn cpu_lists_go_by_local_task_id_and_must_be_the_steps() {
         cpu_bind: CpuBind::parse("map_cpu:3,9").unwrap(),
         ..ask(3)
     };
-    assert_eq!(tasks(&place(&m(TWO_BY_FOUR), &a).unwrap()), vec!["3", "9", "3"]);
+    assert_eq!(
+        tasks(&place(&m(TWO_BY_FOUR), &a).unwrap()),
+        vec!["3", "9", "3"]
+    );
     let a = Ask {
         cpu_bind: CpuBind::parse("verbose,mask_cpu:0x3,0xc0").unwrap(),
         ..ask(2)
     };
-    assert_eq!(tasks(&place(&m(TWO_BY_FOUR), &a).unwrap()), vec!["0-1", "6-7"]);
+    assert_eq!(
+        tasks(&place(&m(TWO_BY_FOUR), &a).unwrap()),
+        vec!["0-1", "6-7"]
+    );
     let a = Ask {
         cpu_bind: CpuBind::parse("map_cpu:20").unwrap(),
         ..ask(1)

@@ -31,21 +31,30 @@ pub(crate) enum Command {
         after_long_help = manual::LANGUAGE
     )]
     Map(Box<MapArgs>),
-    /// Communication-aware placement: map a communication matrix onto the nodes and their
+    /// Communication-aware placement: a plan for `srun --lama-plan`.
+    ///
+    /// Map a communication matrix onto the nodes and their
     /// network with Scotch, guarded by LAMA layouts; write a plan for `srun --lama-plan`.
+    #[command(after_help = "-h shows the common options; --help shows all of them.")]
     Plan(Box<plan::PlanArgs>),
+    /// Check a running task against its placement.
+    ///
     /// Run as a task of a placed step (`srun --lama-map=... lama verify`): compare what the
     /// task really has (every thread's CPUs, its memory policy and pages, the GPUs it may open,
     /// its variables) with what LAMA placed for it; with a program after `--`, watch the
     /// program's threads while it runs.
     Verify(Box<verify::VerifyArgs>),
-    /// Run a program as one rank placed by LAMA, under any launcher (`mpirun -np 8 lama exec
+    /// Run a program as one rank placed by LAMA, under any launcher.
+    ///
+    /// Under any launcher (`mpirun -np 8 lama exec
     /// --map scbnh -- ./app`, `mpiexec`, `srun` with or without the plugin, `flux run`,
     /// `jsrun`): it finds its rank from the launcher's variables, places its node's ranks with
     /// the plugin's rules among the CPUs its cgroup allows, binds itself and executes the
     /// program.
     Exec(Box<exec::ExecArgs>),
-    /// Show a topology as the engine sees it: levels in containment order, widths, available PUs.
+    /// Show a topology as the engine sees it.
+    ///
+    /// Levels in containment order, widths, available PUs, and the picture.
     Topology {
         /// An hwloc XML file, an hwloc synthetic description, or `host`.
         topology: String,
@@ -53,13 +62,17 @@ pub(crate) enum Command {
         #[arg(long, value_name = "CPULIST")]
         restrict: Option<String>,
     },
-    /// Write this host's topology as hwloc XML (to FILE, or standard output), for a site's
+    /// Write this host's topology as hwloc XML.
+    ///
+    /// To FILE, or standard output, for a site's
     /// `topology=` setting; every CPU is written as allowed, whatever the caller's cgroup.
     Export {
         /// Where to write; standard output when absent.
         file: Option<std::path::PathBuf>,
     },
-    /// Print a shell completion script for lama (bash, zsh, fish, elvish, powershell).
+    /// Print a shell completion script for lama.
+    ///
+    /// For bash, zsh, fish, elvish or powershell.
     Completions {
         /// The shell.
         #[arg(value_enum)]
@@ -91,7 +104,13 @@ fn after_help() -> String {
 pub(crate) fn command(with_plugin: bool) -> clap::Command {
     let version: &'static str =
         Box::leak(crate::version::version_text(with_plugin).into_boxed_str());
-    Cli::command().version(version).after_help(after_help())
+    Cli::command()
+        .version(version)
+        .after_help(
+            "lama COMMAND -h says how to use each command; --help adds examples, exit \
+             statuses and the JSON contract.",
+        )
+        .after_long_help(after_help())
 }
 
 #[cfg(test)]

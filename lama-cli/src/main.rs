@@ -96,7 +96,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Some(r) => restricted(machine, &cpulist(&r)?, "--restrict")?,
                 None => machine,
             };
-            print_human(&render::topology_text(&machine))
+            let text = render::topology_text(&machine);
+            print_human(&output::fold_pictures(&text, output::terminal_columns()))
         }
         Command::Export { file } => {
             let xml =

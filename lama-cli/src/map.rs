@@ -42,13 +42,14 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
         &args.order,
         &args.membind,
     )?;
-    let all_nodes = nodes_of(&args)?;
+    let job_nodes = nodes_of(&args)?;
+    let split = rank_split(&args, &job_nodes, unit)?;
+    let all_nodes = step_nodes(&args, &job_nodes, split.as_ref(), unit);
     let (req, exact) = request(&args, &asked, all_nodes.machines(), unit)?;
-    let split = rank_split(&args, &all_nodes, unit)?;
     let from_c = FromC::of(&args, &req, &all_nodes, unit);
     let placement = place_nodes(&all_nodes, &req, exact, split.as_ref(), from_c.as_ref())?;
     if args.compare {
-        return own_view::compare(&args, &all_nodes, &placement, unit);
+        return own_view::compare(&args, &job_nodes, &placement, unit);
     }
     let names = all_nodes.names.as_deref();
     let fallback = fallback_note(&args, &placement, &req, names, unit);
@@ -85,6 +86,26 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
         env,
     };
     text(&shown, &placement)
+}
+
+/// The nodes as the plugin finds them: the job's CPUs, or where -c (or --exact) makes the
+/// step exact, the cores Slurm gives it (said in a note). With -m arbitrary the layout deals
+/// the ranks itself and no node's task count is known before placing: the job's CPUs.
+fn step_nodes(args: &MapArgs, job: &Nodes, split: Option<&RankSplit>, unit: CpuUnit) -> Nodes {
+    let ranks = match split {
+        Some(s) => s.ranks.clone(),
+        None => vec![(0..args.np).collect()],
+    };
+    if crate::ranks::lama_order(args) && job.list().len() > 1 {
+        return job.narrowed(&[]);
+    }
+    match own_view::exact_steps(args, job, &ranks, unit) {
+        Some((cpus, note)) => {
+            eprintln!("lama: {note}");
+            job.narrowed(&cpus)
+        }
+        None => job.narrowed(&[]),
+    }
 }
 
 /// A layout led by 'g', or Slurm's per-task GPUs with a layout without it: the GPU request

@@ -125,6 +125,32 @@ impl Nodes {
 }
 
 impl Nodes {
+    /// The same nodes with node `n` limited to `cpus[n]` (OS indexes) where given; nodes of one
+    /// machine and one list keep sharing one machine.
+    pub(crate) fn narrowed(&self, cpus: &[Option<CpuList>]) -> Nodes {
+        let mut machines: Vec<Machine> = Vec::new();
+        let mut seen: Vec<(usize, Option<&CpuList>)> = Vec::new();
+        let mut of_node = Vec::with_capacity(self.of_node.len());
+        for (n, &k) in self.of_node.iter().enumerate() {
+            let key = (k, cpus.get(n).and_then(Option::as_ref));
+            let at = match seen.iter().position(|s| *s == key) {
+                Some(at) => at,
+                None => {
+                    let m = &self.machines[k];
+                    machines.push(key.1.map_or_else(|| m.clone(), |c| m.restrict(c)));
+                    seen.push(key);
+                    seen.len() - 1
+                }
+            };
+            of_node.push(at);
+        }
+        Nodes {
+            machines,
+            of_node,
+            names: self.names.clone(),
+        }
+    }
+
     /// The available CPUs of each distinct machine (as [`Self::machines`]), as Slurm counts
     /// them (`unit`: threads or cores).
     pub(crate) fn cpus(&self, unit: CpuUnit) -> Vec<u32> {

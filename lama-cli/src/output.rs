@@ -102,6 +102,51 @@ fn fit(text: &str, columns: Option<usize>) -> String {
     out
 }
 
+/// `lama topology`'s text for a terminal of `columns`: its picture line, when wider, folded
+/// to one package a row, a package wider than a row split after a core's `/` (rows indented).
+pub(crate) fn fold_pictures(text: &str, columns: Option<usize>) -> String {
+    let Some(w) = columns else {
+        return text.to_string();
+    };
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        match line.strip_prefix("picture: ") {
+            Some(picture) if line.chars().count() > w => {
+                out.push_str("picture:\n");
+                for row in picture_rows(picture, w.saturating_sub(2).max(8)) {
+                    out.push_str("  ");
+                    out.push_str(&row);
+                    out.push('\n');
+                }
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// The rows of a picture (`[../..][../..]`) no wider than `w`: each package (`[...]`) starts
+/// a row, and one wider than `w` goes on after a core's `/`.
+fn picture_rows(picture: &str, w: usize) -> Vec<String> {
+    let mut rows = Vec::new();
+    for package in picture.split_inclusive(']') {
+        let mut row = String::new();
+        for piece in package.split_inclusive('/') {
+            if !row.is_empty() && row.chars().count() + piece.chars().count() > w {
+                rows.push(std::mem::take(&mut row));
+            }
+            row.push_str(piece);
+        }
+        if !row.is_empty() {
+            rows.push(row);
+        }
+    }
+    rows
+}
+
 pub(crate) fn print(text: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     // A closed pipe (`lama ... | head`) is not an error worth reporting.
@@ -126,6 +171,21 @@ mod tests {
         assert_eq!(show_picture(Always, Some(100), row(330)), Full);
         assert_eq!(show_picture(Compact, None, row(10)), C);
         assert_eq!(show_picture(Never, None, row(10)), NoPicture);
+    }
+
+    #[test]
+    fn a_wide_picture_is_folded_by_package_and_core() {
+        let text = "levels\npicture: [BB/../../..][../../../..]\n";
+        assert_eq!(fold_pictures(text, None), text);
+        assert_eq!(fold_pictures(text, Some(80)), text);
+        assert_eq!(
+            fold_pictures(text, Some(16)),
+            "levels\npicture:\n  [BB/../../..]\n  [../../../..]\n"
+        );
+        assert_eq!(
+            fold_pictures(text, Some(10)),
+            "levels\npicture:\n  [BB/../\n  ../..]\n  [../../\n  ../..]\n"
+        );
     }
 
     #[test]

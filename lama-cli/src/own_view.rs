@@ -5,7 +5,7 @@
 
 use crate::map_args::MapArgs;
 use crate::nodes::{nodes_of, Nodes};
-use crate::output::{picture_for, print, print_human, ROW_BESIDES_PICTURE};
+use crate::output::{self, picture_for, print, print_human, ROW_BESIDES_PICTURE};
 use crate::ranks::{lama_order, rank_split};
 use crate::Failure;
 use lama_engine::{render, CpuList, CpuUnit, Level, Machine, Placement};
@@ -127,6 +127,62 @@ fn ask_of(args: &MapArgs, unit: CpuUnit) -> Result<(String, Ask, Vec<String>), S
     Ok((base, ask, notes))
 }
 
+/// The CPUs of each node's step where `-c` (or `--exact`) makes it exact, as the step
+/// manager picks them, for the plugin's preview: the plugin places within the step's cgroup.
+/// `None` when the step has every CPU of the job; else each node's CPUs (OS indexes) and a
+/// note, which says where a node is outside the model (its job's CPUs are kept there).
+pub(crate) fn exact_steps(
+    args: &MapArgs,
+    nodes: &Nodes,
+    ranks: &[Vec<u32>],
+    unit: CpuUnit,
+) -> Option<(Vec<Option<CpuList>>, String)> {
+    if !(args.c_given || args.exact) {
+        return None;
+    }
+    let list = nodes.list();
+    let mut cpus = vec![None; list.len()];
+    let mut said = Vec::new();
+    for (node, ranks) in ranks.iter().enumerate() {
+        let m = list[node];
+        let ask = Ask {
+            tasks: ranks.len() as u32,
+            cpus_per_task: Some(args.cpus_per_task),
+            exact: true,
+            threads_per_core: None,
+            cpus_count_cores: unit == CpuUnit::Core,
+            dist: ask_of(args, unit).ok().and_then(|(_, a, _)| a.dist),
+            overcommit: args.oversubscribe,
+            ..Ask::default()
+        };
+        if ranks.is_empty() {
+            continue;
+        }
+        match own::step_cpus(m, &ask) {
+            Ok(step) if step.len() < m.available().len() => {
+                said.push(format!("node {node} CPUs {}", os_list(m, &step)));
+                cpus[node] = Some(CpuList::from_cpus(
+                    step.iter().map(|&p| m.pus()[p as usize].os),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => said.push(format!("node {node}: {e}; placed on the job's CPUs")),
+        }
+    }
+    if said.is_empty() {
+        return None;
+    }
+    Some((
+        cpus,
+        format!(
+            "{} makes the step exact: Slurm gives it only the cores its tasks need, and the \
+             plugin places within them ({}; give other CPUs with --restrict)",
+            if args.c_given { "-c" } else { "--exact" },
+            said.join(", ")
+        ),
+    ))
+}
+
 /// `lama map --slurm`: Slurm's own placement alone.
 pub(crate) fn show(args: &MapArgs, unit: CpuUnit) -> Result<(), Failure> {
     let nodes = nodes_of(args)?;
@@ -149,27 +205,60 @@ pub(crate) fn show(args: &MapArgs, unit: CpuUnit) -> Result<(), Failure> {
             &counts(&list, &bindings_of(&side))
         )
     ));
-    for n in &side {
+    let mut table = tables(&side, &list, names, mode);
+    // A compact picture naming many packages may still be wider than the terminal: then the
+    // socket, NUMA and core columns say where, without a picture.
+    let too_wide = |t: &str| {
+        output::terminal_columns().is_some_and(|w| {
+            t.lines()
+                .any(|l| l.starts_with(' ') && l.chars().count() > w)
+        })
+    };
+    if args.picture != output::PictureWhen::Always && too_wide(&table) {
+        table = tables(&side, &list, names, render::PictureMode::None);
+    }
+    out.push_str(&table);
+    print_human(&out)
+}
+
+/// Each node's table of Slurm's own placement, with `mode`'s picture.
+fn tables(
+    side: &[NodeOwn],
+    list: &[&Machine],
+    names: Option<&[String]>,
+    mode: render::PictureMode,
+) -> String {
+    let mut out = String::new();
+    for n in side {
         let m = list[n.node];
         out.push_str(&format!(
-            "\nnode {}: {} ({} PUs; the step's CPUs: {})\n  binding: {}\n",
+            "\nnode {}: {} ({} PUs; the step's CPUs: {}); Slurm's binding: {}\n",
             n.node,
             name_of(names, n.node, m),
             m.pus().len(),
             os_list(m, &n.own.step),
             n.own.how
         ));
-        out.push_str("  rank  bound (OS)        socket NUMA core   picture\n");
+        let picture = if mode == render::PictureMode::None {
+            ""
+        } else {
+            "picture"
+        };
+        out.push_str(&format!(
+            "  rank  bound (OS)     socket NUMA core    {picture}\n"
+        ));
         for (rank, cpus) in n.ranks.iter().zip(&n.own.tasks) {
-            out.push_str(&format!(
-                "  {rank:>4}  {:<16}  {:<19} {}\n",
+            let row = format!(
+                "  {rank:>4}  {:<13}  {:<19} {}",
                 os_list(m, cpus),
                 where_of(m, cpus),
                 render::picture_cell(mode, m, cpus)
-            ));
+            );
+            out.push_str(row.trim_end());
+            out.push('\n');
         }
     }
-    print_human(&out)
+    out
 }
 
 /// `lama map --compare`: Slurm's own placement and the LAMA layout's, rank by rank, and the

@@ -38,7 +38,7 @@ pub(crate) struct PlanArgs {
     /// The matrix's format; ompi reads Open MPI's monitoring files (their point-to-point `E`
     /// lines).
     #[arg(long, value_name = "auto|dense|sparse|ompi", default_value = "auto",
-          value_parser = ["auto", "dense", "sparse", "ompi"])]
+          value_parser = ["auto", "dense", "sparse", "ompi"], hide_short_help = true)]
     format: String,
     /// Number of ranks (the matrix must describe exactly that many).
     #[arg(long, short = 'n', value_name = "NP")]
@@ -57,13 +57,13 @@ pub(crate) struct PlanArgs {
     nodes: Option<u32>,
     /// The CPUs the job has (OS indexes): CPULIST for every node, or NODE=CPULIST per node
     /// (repeat it), as a partial allocation's cpusets.
-    #[arg(long, value_name = "[NODE=]CPULIST")]
+    #[arg(long, value_name = "[NODE=]CPULIST", hide_short_help = true)]
     restrict: Vec<String>,
     /// The ranks form this Cartesian grid (sizes as MPI_Dims_create gives them, e.g. 48x44 or
     /// 16x12x11; ranks numbered as MPI_Cart_create numbers them, the last size fastest): the
     /// stencil path cuts the grid into boxes along the machine. Without it, a matrix whose
     /// pairs are all grid neighbours is recognised as a grid.
-    #[arg(long, value_name = "D0xD1[xD2]")]
+    #[arg(long, value_name = "D0xD1[xD2]", hide_short_help = true)]
     grid: Option<String>,
     /// Slurm's topology.conf (topology/tree); without it every node hangs off one switch.
     #[arg(long, value_name = "FILE")]
@@ -74,10 +74,10 @@ pub(crate) struct PlanArgs {
     bind: String,
     /// Costs of the levels, overriding the defaults: e.g. switch=1000,farther=4000 (levels core
     /// l2 l3 numa package node switch farther).
-    #[arg(long, value_name = "LEVEL=COST,...")]
+    #[arg(long, value_name = "LEVEL=COST,...", hide_short_help = true)]
     distances: Option<String>,
     /// Print the cost model and every candidate's cost.
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     explain: bool,
     /// The summary (and with --explain the candidates) without the table of ranks, for plans
     /// of many ranks.
@@ -91,7 +91,7 @@ pub(crate) struct PlanArgs {
     json: bool,
     /// The table's picture column, as lama map's: auto (full, or compact on a terminal too
     /// narrow for it), always, compact or never.
-    #[arg(long, value_enum, value_name = "WHEN", default_value_t = crate::output::PictureWhen::Auto)]
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = crate::output::PictureWhen::Auto, hide_short_help = true)]
     picture: crate::output::PictureWhen,
 }
 

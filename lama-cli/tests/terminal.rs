@@ -55,7 +55,8 @@ fn strip_escapes(text: &str) -> String {
 fn every_line_fits_the_terminal_and_a_picture_is_shown() {
     let zen3 = topology("AMD-19h-Zen3-2xEpyc-7763.xml");
     let lassen = topology("io/coral-lassen.xml");
-    let cases: [(&str, Vec<&str>); 3] = [
+    let ninety_six = topology("96em64t-4no4pa3ca2co.xml");
+    let cases: [(&str, Vec<&str>); 6] = [
         (
             "16 PUs",
             vec![
@@ -89,6 +90,35 @@ fn every_line_fits_the_terminal_and_a_picture_is_shown() {
                 "gcsbnh",
             ],
         ),
+        (
+            "GPU node, CPU layout",
+            vec![
+                "--topology",
+                lassen.to_str().unwrap(),
+                "-n",
+                "4",
+                "--map",
+                "csbnh",
+            ],
+        ),
+        (
+            "Slurm's own",
+            vec!["--topology", zen3.to_str().unwrap(), "-n", "8", "--slurm"],
+        ),
+        (
+            "Slurm's own beside a layout",
+            vec![
+                "--topology",
+                ninety_six.to_str().unwrap(),
+                "--compare",
+                "--",
+                "srun",
+                "-n4",
+                "--cpu-bind=ldoms",
+                "--lama-map=Nscbnh",
+                "./a",
+            ],
+        ),
     ];
     for cols in [80, 132] {
         for (what, args) in &cases {
@@ -104,6 +134,19 @@ fn every_line_fits_the_terminal_and_a_picture_is_shown() {
                     line.chars().count()
                 );
             }
+            if what.starts_with("Slurm's own beside") {
+                // The comparison names where each task runs in words, not pictures.
+                assert!(text.contains("s0-3  N0"), "{what} at {cols}:\n{text}");
+                continue;
+            }
+            if *what == "Slurm's own" {
+                // Each task's sockets, NUMA nodes and cores, with a picture where it fits.
+                assert!(
+                    text.contains("s0-1  N0    c0-127"),
+                    "{what} at {cols}:\n{text}"
+                );
+                continue;
+            }
             // A picture column with a cell in every row: the full one ([...]) or the compact
             // one (package[P][...]).
             assert!(
@@ -115,9 +158,22 @@ fn every_line_fits_the_terminal_and_a_picture_is_shown() {
 }
 
 #[test]
+fn lama_topology_folds_its_picture_to_the_terminal() {
+    for name in ["256ppc-8n8s4t.xml", "AMD-19h-Zen3-2xEpyc-7763.xml"] {
+        let t = topology(name);
+        let text = lama_on_terminal(80, &["topology", t.to_str().unwrap()]);
+        assert!(text.contains("picture:\n  ["), "{name}:\n{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{name}: {line}");
+        }
+    }
+}
+
+#[test]
 fn help_is_wrapped_to_the_terminal() {
     for args in [
-        &["--help"][..],
+        &["-h"][..],
+        &["--help"],
         &["map", "-h"],
         &["map", "--help"],
         &["plan", "-h"],
@@ -130,6 +186,14 @@ fn help_is_wrapped_to_the_terminal() {
             text.lines().count() > 5,
             "{args:?}: too little output:\n{text}"
         );
+        // -h fits one screen; --help has all of it.
+        if args.last() == Some(&"-h") {
+            assert!(
+                text.lines().count() <= 55,
+                "lama {args:?}: {} lines, more than a screen:\n{text}",
+                text.lines().count()
+            );
+        }
         for line in text.lines() {
             assert!(
                 line.chars().count() <= 80,

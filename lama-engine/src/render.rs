@@ -719,8 +719,9 @@ pub fn inside(d: &Device, bound_logical: &[u32], pu_logical: u32) -> bool {
     on.iter().all(|q| d.pus.contains(q))
 }
 
-/// One line per device of `m`: kind and index, vendor, PCI bus id, OS names, UUID, locality,
-/// and `ranks(device)` when not empty.
+/// One line per device of `m`: kind and index, vendor, PCI bus id, OS names and locality; its
+/// UUID and `ranks(device)` (when not empty) on lines of their own below it, so that a line
+/// stays within a terminal's 80 columns.
 fn device_lines(m: &Machine, ranks: &dyn Fn(&Device) -> Vec<u32>) -> String {
     let mut out = String::new();
     if m.devices().is_empty() {
@@ -730,17 +731,13 @@ fn device_lines(m: &Machine, ranks: &dyn Fn(&Device) -> Vec<u32>) -> String {
         out,
         "devices (GPUs and NICs in PCI bus order; near: the object above each that holds CPUs):"
     );
-    let vendor_width = m
-        .devices()
-        .iter()
-        .map(|d| d.vendor.len())
-        .max()
-        .unwrap_or(0);
+    let width = |f: &dyn Fn(&Device) -> usize| m.devices().iter().map(f).max().unwrap_or(0);
+    let vendor_width = width(&|d| d.vendor.len());
+    let names_width = width(&|d| d.names.join(",").len());
     for d in m.devices() {
-        let r = ranks(d);
         let _ = writeln!(
             out,
-            "  {}{:<3} {:<vendor_width$} {}  {:<24} near {} (P#{}){}{}",
+            "  {}{:<3} {:<vendor_width$} {}  {:<names_width$}  near {} (P#{})",
             d.kind,
             d.index,
             d.vendor,
@@ -748,18 +745,18 @@ fn device_lines(m: &Machine, ranks: &dyn Fn(&Device) -> Vec<u32>) -> String {
             d.names.join(","),
             d.near,
             device_cpus(m, d),
-            d.uuid
-                .as_ref()
-                .map_or(String::new(), |u| format!("  uuid {u}")),
-            if r.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "  ranks bound inside: {}",
-                    r.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-                )
-            }
         );
+        if let Some(u) = &d.uuid {
+            let _ = writeln!(out, "          uuid {u}");
+        }
+        let r = ranks(d);
+        if !r.is_empty() {
+            let _ = writeln!(
+                out,
+                "          ranks bound inside: {}",
+                CpuList::from_cpus(r)
+            );
+        }
     }
     out
 }

@@ -100,8 +100,9 @@ pub fn man_page(version: &str) -> String {
     }
     p.section("topology sources").paragraph(
         "Each step takes the node's topology from the first usable source: (1) the topology= \
-         file; (2) Slurm's cached XML (slurm_xml=); (3) LAMA's cache (topology_cache=); (4) \
-         live hwloc discovery. A file is usable only while its PUs are exactly the node's online \
+         file; (2) the machine text of LAMA's cache (beside topology_cache=), read without \
+         hwloc; (3) Slurm's cached XML (slurm_xml=); (4) LAMA's cached XML (topology_cache=); \
+         (5) live hwloc discovery. A file is usable only while its PUs are exactly the node's online \
          CPUs; a missing, unreadable, corrupt or stale file is skipped, with the reason in \
          slurmd's log.",
     );

@@ -1,9 +1,10 @@
 //! The node's topology, from the first usable source (SPEC §3.3):
 //! 1. the admin's file (`topology=`, `%n` = node name);
-//! 2. Slurm's cached `hwloc_topo_whole.xml` (Slurm 18.08–24.11);
-//! 3. LAMA's own cached topology (`topology_cache=`), written when slurmd starts
+//! 2. LAMA's own cache as machine text (beside `topology_cache=`), read without hwloc;
+//! 3. Slurm's cached `hwloc_topo_whole.xml` (Slurm 18.08–24.11);
+//! 4. LAMA's own cached XML (`topology_cache=`), written when slurmd starts
 //!    ([`crate::topo_cache`]; what Slurm ≥ 25.05 no longer writes);
-//! 4. live hwloc discovery.
+//! 5. live hwloc discovery.
 //!
 //! A file is used only if it describes this node: its PUs are exactly the online CPUs of the
 //! running system. A cache (Slurm's or LAMA's) is read only if root alone can write it and its

@@ -1,6 +1,7 @@
 //! The admin's documents say what the code does: what a site default that cannot be placed
 //! leaves the step with (`on_default_failure=warn`, and an `optional` plugin's failures), and
-//! what `%n` stands for in `topology=`. Each check reads the code's own words and the
+//! what `%n` stands for in `topology=`, and the order in which steps read the topology
+//! sources. Each check reads the code's own words and the
 //! documents' sentences about the same thing.
 
 use std::path::Path;
@@ -95,4 +96,53 @@ fn percent_n_is_the_node_name_slurmd_has() {
     assert!(line.contains("%n = the node's NodeName"), "{line}");
     let readme = read("README.md");
     assert!(readme.contains("`%n` is the node's `NodeName`, as slurmd has it"));
+}
+
+#[test]
+fn the_topology_sources_are_listed_in_the_order_steps_read_them() {
+    // The code's order: the admin's file, then the caches in the order of its list, then live
+    // discovery.
+    let code = read("spank-lama/src/topo_source.rs");
+    let at = |what: &str| {
+        code.find(&format!("\"{what}\","))
+            .unwrap_or_else(|| panic!("topo_source.rs no longer names {what}"))
+    };
+    let machine = at("LAMA's cached machine");
+    let slurm = at("Slurm's cached topology");
+    let xml = at("LAMA's cached topology");
+    assert!(
+        machine < slurm && slurm < xml,
+        "the caches' order changed: update the documents"
+    );
+    // The example's numbered list says the same, five sources.
+    let example = read("plugstack.conf.example");
+    let list = passage(&example, "first usable source wins", 4);
+    let order = [
+        "1. topology=",
+        "2. topology_cache='s machine text",
+        "3. slurm_xml=",
+        "4. topology_cache='s XML",
+        "5. live hwloc discovery",
+    ];
+    let mut last = 0;
+    for item in order {
+        let found = list[last..].find(item).unwrap_or_else(|| {
+            panic!("plugstack.conf.example: '{item}' missing or out of order:\n{list}")
+        });
+        last += found;
+    }
+    // spank-lama(8) too.
+    let man = read("spank-lama/src/manual.rs");
+    let man = passage(&man, "topology sources", 6);
+    for item in [
+        "(2) the machine text",
+        "(3) Slurm's cached XML",
+        "(4) LAMA's cached XML",
+        "(5) live",
+    ] {
+        assert!(
+            man.contains(item),
+            "spank-lama(8): '{item}' missing:\n{man}"
+        );
+    }
 }

@@ -33,8 +33,8 @@ pub type LayoutError = String;
 /// than its tasks ask for (with `--overcommit`).
 fn checked(avail: &[bool], lay: &Lay, g: Geometry) -> Result<u32, LayoutError> {
     let size = avail.iter().filter(|a| **a).count() as u32;
-    if lay.threads_per_core > 0 {
-        let need = lay.cpus_per_task * (g.threads / lay.threads_per_core);
+    if let Some(per) = g.threads.checked_div(lay.threads_per_core) {
+        let need = lay.cpus_per_task * per;
         if size < need {
             return Err(format!(
                 "only {size} CPUs for the step, and its threads per core need {need}"

@@ -86,7 +86,7 @@ impl CpuBind {
         };
         let list = |rest: &str| -> Result<Vec<u32>, String> {
             rest.split(',')
-                .map(|c| parse_cpu_number(c))
+                .map(parse_cpu_number)
                 .collect::<Option<Vec<u32>>>()
                 .filter(|l| !l.is_empty())
                 .ok_or_else(|| format!("--cpu-bind={text}: a list of CPU numbers"))
@@ -212,15 +212,16 @@ pub struct SrunBinding<'a> {
     pub ntasks_per_socket: Option<u32>,
 }
 
+/// The binding srun asks for, the threads per core, and the notes that say how srun read them.
+pub type SrunRead = (Option<CpuBind>, Option<u32>, Vec<String>);
+
 /// The binding srun asks for, as srun reads its options (`src/srun/opt.c` `_opt_verify`,
 /// `validate_hint_option`, `verify_hint`, `_validate_threads_per_core_option`): `--hint` unless
 /// `--cpu-bind`, `--threads-per-core` or `--ntasks-per-core` is given (srun then ignores it);
 /// `--threads-per-core` implies `threads`; `--ntasks-per-core` `cores` (1) or `threads`, and
 /// `--ntasks-per-socket` `sockets`, where nothing else names a unit. Returns the binding, the
 /// threads per core and the notes to show.
-pub fn srun_binding(
-    o: SrunBinding<'_>,
-) -> Result<(Option<CpuBind>, Option<u32>, Vec<String>), String> {
+pub fn srun_binding(o: SrunBinding<'_>) -> Result<SrunRead, String> {
     let mut kind = o.cpu_bind.map(CpuBind::parse).transpose()?.flatten();
     let mut tpc = o.threads_per_core;
     let mut notes = Vec::new();
@@ -298,6 +299,26 @@ pub struct Own {
 /// What Slurm gives each task of `ask` on `m` (its available PUs being the job's CPUs there),
 /// or Slurm's refusal.
 pub fn place(m: &Machine, ask: &Ask) -> Result<Own, String> {
+    let (g, avail) = step(m, ask)?;
+    let step: Vec<u32> = (0..g.pus()).filter(|&i| avail[i as usize]).collect();
+    let (masks, how) = bind(m, g, &avail, ask)?;
+    let tasks = masks
+        .into_iter()
+        .map(|mask| mask.into_iter().filter(|pu| avail[*pu as usize]).collect())
+        .collect();
+    Ok(Own { step, tasks, how })
+}
+
+/// The step's CPUs on `m` (logical PU indexes): every CPU of the job's cores there, or, for
+/// an exact step, those of the cores the step manager picks. What the plugin finds as the
+/// step's cgroup.
+pub fn step_cpus(m: &Machine, ask: &Ask) -> Result<Vec<u32>, String> {
+    let (g, avail) = step(m, ask)?;
+    Ok((0..g.pus()).filter(|&i| avail[i as usize]).collect())
+}
+
+/// The node's shape and its PUs the step has (abstract order).
+fn step(m: &Machine, ask: &Ask) -> Result<(Geometry, Vec<bool>), String> {
     let g = Geometry::of(m)?;
     let job: Vec<bool> = (0..g.all_cores() as usize)
         .map(|c| {
@@ -325,16 +346,10 @@ pub fn place(m: &Machine, ask: &Ask) -> Result<Own, String> {
             overcommit: ask.overcommit,
         },
     )?;
-    let avail: Vec<bool> = (0..g.pus())
+    let avail = (0..g.pus())
         .map(|i| cores[(i / g.threads) as usize])
         .collect();
-    let step: Vec<u32> = (0..g.pus()).filter(|&i| avail[i as usize]).collect();
-    let (masks, how) = bind(m, g, &avail, ask)?;
-    let tasks = masks
-        .into_iter()
-        .map(|mask| mask.into_iter().filter(|pu| avail[*pu as usize]).collect())
-        .collect();
-    Ok(Own { step, tasks, how })
+    Ok((g, avail))
 }
 
 /// Each task's PUs before the cgroup confines them, and how the binding was chosen.

@@ -200,8 +200,8 @@ pub fn place_local(
         // The picture and the OpenMP places are only built when they will be used.
         let picture = match (plan.verbose, bind) {
             (false, _) => String::new(),
-            (true, Bind::None) => render::picture_with(machine, &[info.pu_logical], 'm'),
-            (true, _) => render::picture(machine, &info.bound_logical),
+            (true, Bind::None) => render::compact_picture(machine, &[info.pu_logical]),
+            (true, _) => render::compact_picture(machine, &info.bound_logical),
         };
         let places = if plan.omp {
             let per_cpu = crate::task_env::one_place_per_cpu(cpus.per_task, cpus.unit);

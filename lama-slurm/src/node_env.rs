@@ -27,7 +27,8 @@ pub fn hex_mask(cpus: &CpuList) -> String {
 }
 
 /// The `--lama-verbose` line for one task, in the style of Slurm's
-/// `cpu-bind=MASK - node, task 0 0 [pid]: mask 0x3 set`.
+/// `cpu-bind=MASK - node, task 0 0 [pid]: mask 0x3 set`, with the CPUs and where they are in a
+/// few words (the compact picture, `package[0][core:0-1]`) at its end.
 pub fn verbose_line(
     plan: &StepRequest,
     node: &str,
@@ -37,7 +38,7 @@ pub fn verbose_line(
 ) -> String {
     let bind = plan.binding();
     let action = if bind == Bind::None {
-        "not bound".to_string()
+        "not bound, mapped to".to_string()
     } else {
         format!("mask {} set (cpus {})", hex_mask(&task.cpus), task.cpus)
     };
@@ -58,14 +59,11 @@ pub fn verbose_line(
         })
         .collect();
     format!(
-        "lama-bind={} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action}{memory}{devices}, \
-         mapped PU L#{} P#{} {}",
+        "lama-bind={} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action}{memory}{devices} {}",
         binding_text(plan, task),
         plan.layout_text(),
         task.global,
         local,
-        task.pu_logical,
-        task.pu_os,
         task.picture
     )
 }

@@ -106,7 +106,7 @@ pub fn planned_tasks(
             pu_logical,
             cpus: r.cpus.clone(),
             picture: if verbose {
-                render::picture(machine, &bound)
+                render::compact_picture(machine, &bound)
             } else {
                 String::new()
             },
@@ -157,8 +157,8 @@ pub fn planned_environment(
 }
 
 /// The `--lama-verbose` line of a rank placed by a plan, on node `node` as local task `local`
-/// of process `pid`: its mask and CPUs, the memory it is bound to (`mems`), its mapped PU and
-/// its picture.
+/// of process `pid`: its mask and CPUs, the memory it is bound to (`mems`), and where its CPUs
+/// are in a few words (the compact picture, `package[0][core:0-1]`).
 pub fn verbose_line(
     node: &str,
     local: impl fmt::Display,
@@ -167,15 +167,13 @@ pub fn verbose_line(
     mems: Option<(Membind, &CpuList)>,
 ) -> String {
     format!(
-        "lama-plan - {node}, task {:>2} {:>2} [{pid}]: mask {} set (cpus {}){}, mapped PU L#{} P#{} {}",
+        "lama-plan - {node}, task {:>2} {:>2} [{pid}]: mask {} set (cpus {}){} {}",
         task.global,
         local,
         crate::node_env::hex_mask(&task.cpus),
         task.cpus,
         mems.map(|(policy, m)| format!(", mems {m} {policy}"))
             .unwrap_or_default(),
-        task.pu_logical,
-        task.pu_os,
         task.picture
     )
 }
@@ -264,12 +262,12 @@ mod tests {
         let tasks = planned_tasks(&m, &file, &here("n1", &[0, 2], 3, &all), true, true).unwrap();
         assert_eq!(tasks[0].cpus.to_string(), "2");
         assert_eq!(tasks[1].cpus.to_string(), "0-1");
-        assert_eq!(tasks[1].picture, "[B/B][./.]");
+        assert_eq!(tasks[1].picture, "package[0][core:0-1]");
         assert_eq!(tasks[1].omp_places, "{0},{1}");
         // The verbose line, by hand: global rank 2, local task 1, CPUs 0-1 (mask 0x3), PU 1.
         assert_eq!(
             verbose_line("n1", 1, 42, &tasks[1], None),
-            "lama-plan - n1, task  2  1 [42]: mask 0x3 set (cpus 0-1), mapped PU L#1 P#1 [B/B][./.]"
+            "lama-plan - n1, task  2  1 [42]: mask 0x3 set (cpus 0-1) package[0][core:0-1]"
         );
         let env = planned_environment(&tasks[1], None);
         assert!(env.contains(&("OMP_PLACES", "{0},{1}".to_string())));

@@ -36,7 +36,7 @@ mod tests {
         let tasks = place_local(&m, &verbose, &[7, 3], false, StepCpus::default())
             .unwrap()
             .tasks;
-        assert_eq!(tasks[0].picture, "[./.][B/.]");
+        assert_eq!(tasks[0].picture, "package[1][core:2]");
         let e = place_local(&m, &plan, &[0, 1, 2, 3, 4], false, StepCpus::default()).unwrap_err();
         assert!(e
             .to_string()

@@ -270,7 +270,7 @@ t_oversubscription() {
 t_verbose_one_line_per_task() {
     run_srun -N3 -n6 --lama-map=scbnh --lama-bind=1c --lama-verbose || fail "srun failed" || return 1
     assert_eq "verbose lines" "6" "$(grep -c '^lama-bind=1c layout=scbnh - node[1-3], task' "$work/err")" || return 1
-    grep -qE '^lama-bind=1c layout=scbnh - node2, task +[23] +[01] \[[0-9]+\]: mask 0x3 set \(cpus 0-1\), mapped PU L#[01] P#[01] \[BB\]$' "$work/err" \
+    grep -qE '^lama-bind=1c layout=scbnh - node2, task +[23] +[01] \[[0-9]+\]: mask 0x3 set \(cpus 0-1\) package\[0\]\[core:0\]$' "$work/err" \
         || fail "node2's line: $(grep node2 "$work/err")"
 }
 
@@ -1195,7 +1195,7 @@ topology_order_steps() {
     assert_eq "by hand" "${hand[*]}" "$(actual_cpus)" || return 1
     assert_eq "--lama-verbose: rank, node, local id, CPUs" "$(IFS='|'; echo "${verbose[*]}")" \
         "$(grep '^lama-bind=1c layout=scbnh - ' "$work/err" \
-            | sed -E 's/^lama-bind=1c layout=scbnh - (node[0-9]+), task +([0-9]+) +([0-9]+) \[[0-9]+\]: mask 0x[0-9a-f]+ set \(cpus ([0-9,-]+)\), .*/\2 \1 \3 \4/' \
+            | sed -E 's/^lama-bind=1c layout=scbnh - (node[0-9]+), task +([0-9]+) +([0-9]+) \[[0-9]+\]: mask 0x[0-9a-f]+ set \(cpus ([0-9,-]+)\)[, ].*/\2 \1 \3 \4/' \
             | sort -n | paste -sd'|')" || return 1
     # The hint comes once, from the step's node 0 (S_JOB_NODEID), which is node1, the first
     # name, wherever rank 0 runs; it names the node whose shape it assumed.
@@ -1239,7 +1239,7 @@ topology_order_steps() {
     assert_eq "the plan by hand" "${order[0]}:1 ${order[0]}:0 ${order[1]}:1 ${order[1]}:0 ${order[2]}:1 ${order[2]}:0" "$(actual_cpus)" || return 1
     assert_eq "--lama-verbose of the plan: rank, node, CPUs" "$(awk '$1 == "rank" { print $2, $3, $7 }' "$work/ranked.lama" | paste -sd'|')" \
         "$(grep '^lama-plan - ' "$work/err" \
-            | sed -E 's/^lama-plan - (node[0-9]+), task +([0-9]+) +[0-9]+ \[[0-9]+\]: mask 0x[0-9a-f]+ set \(cpus ([0-9,-]+)\), .*/\2 \1 \3/' \
+            | sed -E 's/^lama-plan - (node[0-9]+), task +([0-9]+) +[0-9]+ \[[0-9]+\]: mask 0x[0-9a-f]+ set \(cpus ([0-9,-]+)\)[, ].*/\2 \1 \3/' \
             | sort -n | paste -sd'|')" || return 1
     run_srun -N3 -n6 --lama-plan=/tmp/other.lama && { fail "a plan against Slurm's rank order ran"; return 1; }
     grep -qF "lama: ${order[0]}: --lama-plan: rank 0 is planned on ${other[0]} but Slurm started it on ${order[0]}" "$work/err" \

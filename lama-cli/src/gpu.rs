@@ -189,22 +189,24 @@ fn header(
     beside: bool,
 ) -> String {
     let mut text = format!(
-        "{req}: {} task(s) on {nodes} node(s) (tasks per node {}, as srun -N{nodes} -n{} -m {} \
-         gives them); {}\n",
+        "{req}\n{} task(s) on {nodes} node(s): tasks per node {}, as srun -N{nodes} -n{} -m {} \
+         gives them\n{}\n",
         args.np,
         count_list(counts),
         args.np,
         args.distribution.as_deref().unwrap_or("block"),
         if req.fixed {
             format!(
-                "Slurm binds each node's GPUs to its tasks ({binding}; --gpu-bind none lets LAMA \
-                 choose): each GPU has its CPUs, and each task runs on those of the GPUs Slurm \
-                 gives it, which it chooses by each task's own CPU mask as the task starts; shown \
-                 here in index order, Slurm's choice when task i's mask is near GPUs i*K.. (or \
-                 without task/affinity)"
+                "GPUs: Slurm binds each node's GPUs to its tasks ({binding}; --gpu-bind none lets \
+                 LAMA choose), and each task runs on the CPUs of its GPUs.\nSlurm picks a \
+                 task's GPUs by its CPU mask as it starts; shown here in index order (task i, \
+                 GPUs i*K..), Slurm's choice when task i's mask is near them (or without \
+                 task/affinity)."
             )
         } else {
-            "tasks go round-robin over each node's GPUs in the order of the CPUs near them".into()
+            "GPUs: tasks go round-robin over each node's GPUs in the order of the CPUs near \
+             them."
+                .into()
         }
     );
     if beside {

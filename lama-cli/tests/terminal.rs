@@ -170,6 +170,34 @@ fn lama_topology_folds_its_picture_to_the_terminal() {
 }
 
 #[test]
+fn lama_plan_fits_the_terminal() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let file = |n: &str| golden.join(n).to_str().unwrap().to_string();
+    let (matrix, network) = (file("ring6.mat"), file("net3.conf"));
+    let text = lama_on_terminal(
+        80,
+        &[
+            "plan",
+            "--matrix",
+            &matrix,
+            "--np",
+            "6",
+            "--topology",
+            "pack:2 core:2 pu:1",
+            "--node-names",
+            "node[1-3]",
+            "--network",
+            &network,
+            "--explain",
+        ],
+    );
+    assert!(text.contains("no plan needed"), "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "lama plan: {line}\n{text}");
+    }
+}
+
+#[test]
 fn help_is_wrapped_to_the_terminal() {
     for args in [
         &["-h"][..],

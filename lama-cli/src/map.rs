@@ -32,6 +32,13 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
         )));
     }
     if let Some((request, slurm_binds)) = by_gpu(&args, unit)? {
+        if args.compare {
+            return Err(Failure::Usage(format!(
+                "--compare puts Slurm's own CPU binding beside a CPU layout; layout '{}' places \
+                 by GPU: compare with the same layout without 'g', or preview it alone",
+                args.layout()
+            )));
+        }
         return gpu::map(&args, &request, slurm_binds);
     }
     refuse_gpu_options(&args)?;

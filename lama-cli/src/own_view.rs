@@ -58,6 +58,18 @@ pub(crate) fn slurm_side(
     }
     let mut notes = notes;
     notes.insert(0, base);
+    let gpu_options = [
+        args.gpus_per_task.is_some(),
+        args.gpu_bind.is_some(),
+        args.gpus.is_some(),
+    ];
+    if gpu_options.contains(&true) || args.ntasks_per_gpu.is_some() {
+        notes.push(
+            "GPU options: left out (they choose each task's GPUs, not the CPUs task/affinity \
+             binds it to)"
+                .into(),
+        );
+    }
     Ok((out, notes))
 }
 

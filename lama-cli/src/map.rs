@@ -23,14 +23,7 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
     if args.slurm {
         return own_view::show(&args, unit);
     }
-    if let (Some(option), false) = (args.slurm_only_option(), args.compare) {
-        return Err(Failure::Usage(format!(
-            "{option} is read for Slurm's own placement: add --compare to see it beside layout \
-             '{}' (with --lama-map the plugin's binding replaces Slurm's), or --slurm for \
-             Slurm's alone",
-            args.layout()
-        )));
-    }
+    refuse_slurm_only(&args)?;
     if let Some((request, slurm_binds)) = by_gpu(&args, unit)? {
         if args.compare {
             return Err(Failure::Usage(format!(
@@ -93,6 +86,20 @@ pub(crate) fn map(args: MapArgs) -> Result<(), Failure> {
         env,
     };
     text(&shown, &placement)
+}
+
+/// Options only Slurm's own placement reads, given for a layout's preview alone: refused, not
+/// ignored.
+fn refuse_slurm_only(args: &MapArgs) -> Result<(), Failure> {
+    match (args.slurm_only_option(), args.compare) {
+        (Some(option), false) => Err(Failure::Usage(format!(
+            "{option} is read for Slurm's own placement: add --compare to see it beside layout \
+             '{}' (with --lama-map the plugin's binding replaces Slurm's), or --slurm for \
+             Slurm's alone",
+            args.layout()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The nodes as the plugin finds them: the job's CPUs, or where -c (or --exact) makes the

@@ -59,7 +59,7 @@ pub fn verbose_line(
         })
         .collect();
     format!(
-        "lama-bind={} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action}{memory}{devices} {}",
+        "lama-bind={} layout={} - {node}, task {:>2} {:>2} [{pid}]: {action} {}{memory}{devices}",
         binding_text(plan, task),
         plan.layout_text(),
         task.global,

@@ -167,14 +167,14 @@ pub fn verbose_line(
     mems: Option<(Membind, &CpuList)>,
 ) -> String {
     format!(
-        "lama-plan - {node}, task {:>2} {:>2} [{pid}]: mask {} set (cpus {}){} {}",
+        "lama-plan - {node}, task {:>2} {:>2} [{pid}]: mask {} set (cpus {}) {}{}",
         task.global,
         local,
         crate::node_env::hex_mask(&task.cpus),
         task.cpus,
+        task.picture,
         mems.map(|(policy, m)| format!(", mems {m} {policy}"))
             .unwrap_or_default(),
-        task.picture
     )
 }
 

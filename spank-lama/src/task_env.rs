@@ -95,7 +95,8 @@ mod tests {
         let env = task_environment(&plan, &tasks[1]);
         assert!(env.contains(&("LAMA_MEMS", "1".to_string())));
         assert!(env.contains(&("LAMA_MEMBIND", "local".to_string())));
-        assert!(verbose_line(&plan, "n", 1, 1, &tasks[1]).contains("(cpus 2), mems 1 local "));
+        assert!(verbose_line(&plan, "n", 1, 1, &tasks[1])
+            .contains("(cpus 2) package[1][core:2], mems 1 local"));
         // A whole-node binding touches both NUMA nodes.
         plan.bind = Some(Bind::parse("1n").unwrap());
         plan.membind = Membind::Preferred;

@@ -641,7 +641,7 @@ t_membind() {
     # The verbose line shows the nodes.
     as_user srun -w node1 -n1 --lama-map=scbnh --lama-membind=local --lama-verbose true 2> "$work/err" \
         || fail "srun failed: $(cat "$work/err")" || return 1
-    grep -qF "(cpus 0), mems 0 local," "$work/err" || fail "verbose: $(cat "$work/err")" || return 1
+    grep -qF "(cpus 0) package[0][core:0], mems 0 local" "$work/err" || fail "verbose: $(cat "$work/err")" || return 1
     # The site default, and a bad value refused before launch.
     set_plugstack "membind=local"
     as_user srun -w node1 -n1 --lama-map=scbnh bash -c "$report" > "$work/mem" 2> "$work/err"

@@ -111,14 +111,14 @@ fn step_nodes(args: &MapArgs, job: &Nodes, split: Option<&RankSplit>, unit: CpuU
         None => vec![(0..args.np).collect()],
     };
     if crate::ranks::lama_order(args) && job.list().len() > 1 {
-        return job.narrowed(&[]);
+        return job.clone();
     }
     match own_view::exact_steps(args, job, &ranks, unit) {
         Some((cpus, note)) => {
             eprintln!("lama: {note}");
             job.narrowed(&cpus)
         }
-        None => job.narrowed(&[]),
+        None => job.clone(),
     }
 }
 

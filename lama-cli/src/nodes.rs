@@ -101,6 +101,7 @@ impl Restrictions {
 
 /// The nodes of a preview: their distinct machines (each --topology, restricted), which
 /// machine each node is, and their names (--node-names).
+#[derive(Clone)]
 pub(crate) struct Nodes {
     machines: Vec<Machine>,
     of_node: Vec<usize>,

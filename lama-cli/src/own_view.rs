@@ -155,6 +155,7 @@ pub(crate) fn exact_steps(
     let list = nodes.list();
     let mut cpus = vec![None; list.len()];
     let mut said = Vec::new();
+    let dist = ask_of(args, unit).ok().and_then(|(_, a, _)| a.dist);
     for (node, ranks) in ranks.iter().enumerate() {
         let m = list[node];
         let ask = Ask {
@@ -163,7 +164,7 @@ pub(crate) fn exact_steps(
             exact: true,
             threads_per_core: None,
             cpus_count_cores: unit == CpuUnit::Core,
-            dist: ask_of(args, unit).ok().and_then(|(_, a, _)| a.dist),
+            dist,
             overcommit: args.oversubscribe,
             ..Ask::default()
         };
@@ -173,9 +174,7 @@ pub(crate) fn exact_steps(
         match own::step_cpus(m, &ask) {
             Ok(step) if step.len() < m.available().len() => {
                 said.push(format!("node {node} CPUs {}", os_list(m, &step)));
-                cpus[node] = Some(CpuList::from_cpus(
-                    step.iter().map(|&p| m.pus()[p as usize].os),
-                ));
+                cpus[node] = Some(os_cpus(m, &step));
             }
             Ok(_) => {}
             Err(e) => said.push(format!("node {node}: {e}; placed on the job's CPUs")),
@@ -205,11 +204,7 @@ pub(crate) fn show(args: &MapArgs, unit: CpuUnit) -> Result<(), Failure> {
     }
     let list = nodes.list();
     let mode = picture_for(args.picture, nodes.machines(), ROW_BESIDES_PICTURE - 20);
-    let mut out = String::new();
-    for note in &notes {
-        out.push_str(note);
-        out.push('\n');
-    }
+    let mut out: String = notes.iter().map(|n| format!("{n}\n")).collect();
     out.push_str(&format!(
         "{}\n",
         sharing_line(
@@ -285,11 +280,7 @@ pub(crate) fn compare(
     let names = nodes.names.as_deref();
     let list = nodes.list();
     let r = lama.request();
-    let mut out = String::new();
-    for note in &notes {
-        out.push_str(note);
-        out.push('\n');
-    }
+    let mut out: String = notes.iter().map(|n| format!("{n}\n")).collect();
     out.push_str(&format!(
         "LAMA: layout {}  binding {}  (--lama-map={} on the same line)\n",
         r.layout, r.bind, r.layout
@@ -403,9 +394,14 @@ fn sharing_line(head: &str, counts: &[(&str, usize)]) -> String {
     format!("{head}: {}", parts.join(", "))
 }
 
-/// The OS indexes of logical PUs, as a CPU list.
+/// The OS indexes of logical PUs `pus` of `m`.
+fn os_cpus(m: &Machine, pus: &[u32]) -> CpuList {
+    CpuList::from_cpus(pus.iter().map(|&p| m.pus()[p as usize].os))
+}
+
+/// The OS indexes of logical PUs, as a CPU list's text.
 fn os_list(m: &Machine, pus: &[u32]) -> String {
-    CpuList::from_cpus(pus.iter().map(|&p| m.pus()[p as usize].os)).to_string()
+    os_cpus(m, pus).to_string()
 }
 
 /// The sockets, NUMA nodes and cores a binding spans (`s0 N0-1 c0-3`).
@@ -442,11 +438,7 @@ fn name_of(names: Option<&[String]>, node: usize, m: &Machine) -> String {
 /// "step_cpus","binding"}],"notes":[...]}`, CPUs as OS indexes.
 fn json(nodes: &Nodes, side: &[NodeOwn], names: Option<&[String]>, notes: &[String]) -> String {
     let list = nodes.list();
-    let os = |m: &Machine, pus: &[u32]| -> Vec<u32> {
-        let mut v: Vec<u32> = pus.iter().map(|&p| m.pus()[p as usize].os).collect();
-        v.sort_unstable();
-        v
-    };
+    let os = |m: &Machine, pus: &[u32]| os_cpus(m, pus).cpus().to_vec();
     let mut processes: Vec<serde_json::Value> =
         side.iter()
             .flat_map(|n| {

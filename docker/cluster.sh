@@ -6,7 +6,7 @@
 #   docker/cluster.sh plugin   build the Debian package for the cluster's Slurm
 #                              (scripts/package.sh) and stage it for the containers
 #   docker/cluster.sh up       build + plugin + (re)start the cluster, wait for healthchecks
-#   docker/cluster.sh down     stop and remove the containers
+#   docker/cluster.sh down     stop and remove the containers and the shared volume
 #   docker/cluster.sh exec [-u USER] MEMBER CMD...   run a command in a member (root by default)
 #   docker/cluster.sh restart MEMBER   restart one member's container
 #   docker/cluster.sh logs     daemon logs of every member
@@ -244,7 +244,7 @@ case "${1:-}" in
     build) cmd_build ;;
     plugin) cmd_plugin ;;
     up) cmd_up ;;
-    down) [ -f "$build/node-image" ] && compose_all down -t 2 --remove-orphans ;;
+    down) [ -f "$build/node-image" ] && compose_all down -v -t 2 --remove-orphans ;;
     exec)
         shift
         user=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole end-to-end run in one command, for CI: host packages, cluster (built and cached as
 # usual, plugin built from this checkout), the tests, the MPI tests (tests/e2e/mpi.sh: Open MPI
-# and MPICH, direct launch and mpirun), the fault tests (tests/e2e/faults.sh),
+# and MPICH, direct launch and mpirun), the site checks (tests/reframe.sh), the fault tests
+# (tests/e2e/faults.sh),
 # then every row of the configuration matrix (tests/e2e/matrix.sh), the daemon logs when a test failed, and the cluster removed
 # again. Exit status: the tests'.
 #   tests/e2e/ci.sh [--base] [TEST...]    (arguments go to tests/e2e/run.sh; with --base the
@@ -30,10 +31,12 @@ fi
 echo "e2e: Slurm $LAMA_SLURM cluster up in $((SECONDS - t0))s" >&2
 "$top/tests/e2e/run.sh" "$@"
 rc=$?
-# The MPI tests, on every full run (not with --base or a chosen list of tests), whatever the
-# suite gave: they leave the cluster as they found it.
+# The MPI tests and the site checks (tests/reframe.sh: reframe/ as a site runs it), on every
+# full run (not with --base or a chosen list of tests), whatever the suite gave: they leave the
+# cluster as they found it.
 if [ $# -eq 0 ]; then
     "$top/tests/e2e/mpi.sh" || rc=1
+    "$top/tests/reframe.sh" || rc=1
 fi
 # The configuration matrix and the fault tests, after the whole base suite (not with --base or
 # a chosen list of tests).

@@ -15,6 +15,7 @@ import statistics
 import reframe as rfm
 import reframe.utility.osext as osext
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import (parameter, performance_function, run_after,
                                    run_before, sanity_function, variable)
@@ -243,12 +244,17 @@ class lama_gpu(LamaStep):
 
 
 class LamaMpi(LamaStep):
-    '''An MPI program of the environment (its extras: mpi_program, srun_mpi, mpi_launcher).'''
+    '''An MPI program of the environment (its extras: mpi_program, srun_mpi, mpi_launcher). Each
+    rank is judged as it starts the program; with -S watch_program=true, lama verify also
+    watches every thread of the program while it runs (a library that moves a thread of its
+    own, even for a moment during MPI_Init, then fails the check).'''
 
     valid_prog_environs = ['+mpi']
+    watch_program = variable(typ.Bool, value=False)
 
     def program(self):
-        return self.current_environ.extras['mpi_program'].split()
+        watch = ['--watch'] if self.watch_program else []
+        return watch + self.current_environ.extras['mpi_program'].split()
 
 
 @rfm.simple_test

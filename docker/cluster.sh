@@ -162,8 +162,9 @@ cmd_plugin() {
     # built against this flavour's headers in its own target directory, lintian-checked).
     local deb
     deb=$(LAMA_DEB_FAST=1 "$top/scripts/package.sh" "$flavour") || return 1
-    rm -f "$stage"/spank-lama_*.deb "$stage/spank_lama.so"
-    install -m 0644 "$deb" "$stage/"
+    rm -f "$stage"/spank-lama_*.deb "$stage"/spank-lama-tools_*.deb "$stage/spank_lama.so"
+    # The plugin's package and the lama command's beside it (scripts/make-deb.sh).
+    install -m 0644 "$deb" "${deb%/*}/spank-lama-tools_${deb##*/spank-lama_}" "$stage/"
     # For sites that build from source: the e2e tests check its refusal on the nodes.
     install -m 0755 "$top/scripts/install-plugin.sh" "$stage/install-plugin.sh"
     # Intel MPI's run time for tests/e2e/mpi.sh, at /opt/lama/impi on every member.
@@ -214,7 +215,7 @@ cmd_up() {
     cmd_build
     if [ "${LAMA_PLUGIN:-}" == none ]; then
         log "LAMA_PLUGIN=none: starting without the plugin"
-        rm -f "$stage"/spank-lama_*.deb "$stage/spank_lama.so" "$stage/plugstack.conf.example" "$stage/install-plugin.sh"
+        rm -f "$stage"/spank-lama_*.deb "$stage"/spank-lama-tools_*.deb "$stage/spank_lama.so" "$stage/plugstack.conf.example" "$stage/install-plugin.sh"
     else
         cmd_plugin
     fi

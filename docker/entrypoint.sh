@@ -27,7 +27,14 @@ install_plugin() {
     # entrypoint with status 2 before the message below.)
     deb=$(ls /opt/lama/spank-lama_*.deb 2>/dev/null | head -n1) || deb=
     if [ -n "$deb" ]; then
-        dpkg -i "$deb" >&2 || { echo "entrypoint: the package $deb was not installed" >&2; exit 1; }
+        # The lama command's package beside it (spank-lama-tools), except on the compute nodes
+        # of the row plugin-only ("packages plugin-only"), which get the plugin's alone.
+        local tools=${deb%/*}/spank-lama-tools_${deb##*/spank-lama_} debs=("$deb")
+        if [ "$(hostname -s)" == slurmctld ] || ! grep -qx 'packages plugin-only' /opt/lama/config.overlay 2>/dev/null; then
+            [ -f "$tools" ] || { echo "entrypoint: no $tools beside $deb" >&2; exit 1; }
+            debs+=("$tools")
+        fi
+        dpkg -i "${debs[@]}" >&2 || { echo "entrypoint: the packages ${debs[*]} were not installed" >&2; exit 1; }
         sed -i 's|^# required |required |' /etc/slurm/plugstack.conf.d/lama.conf
         grep -q '^required ' /etc/slurm/plugstack.conf.d/lama.conf \
             || { echo "entrypoint: no plugin line to enable in lama.conf" >&2; exit 1; }
@@ -52,7 +59,8 @@ start_munge() {
 # "add-node NAME KEY=VALUE..." adds a node (NodeName=NAME KEY=VALUE..., before the partitions;
 # its container is a service of compose.yaml's profile many-nodes, its topology NAME.xml from
 # topologies.txt), "partition NAME KEY=VALUE..." adds a partition, "rename-node HOST NAME" gives
-# the node on host HOST the NodeName NAME (NodeHostname=HOST, in the partition's list too). Applied on every member so
+# the node on host HOST the NodeName NAME (NodeHostname=HOST, in the partition's list too),
+# "packages plugin-only" installs the plugin's package alone on the nodes (install_plugin). Applied on every member so
 # that all daemons read the same configuration.
 host_topology=  # the nodes that discover the host's real topology (host-topology NAME)
 apply_overlay() {
@@ -83,6 +91,7 @@ apply_overlay() {
             plugstack)
                 [ -f /etc/slurm/plugstack.conf.d/lama.conf ] && sed -i "s|^required |$a |" /etc/slurm/plugstack.conf.d/lama.conf
                 ;;
+            packages) ;;  # read by install_plugin
             *) echo "entrypoint: bad line in $overlay: $what $a $b" >&2; exit 1 ;;
         esac
     done < "$overlay"

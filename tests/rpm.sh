@@ -9,11 +9,13 @@
 #                         lama.conf (kept; the new one beside it), then make uninstall (the
 #                         line disabled, the files gone)
 #   t_rpm_spec            make dist, then rpmbuild -ta (--nodeps: no RHEL here) for Slurm
-#                         24.11's headers: the package's files are where the spec's macros put
-#                         them, its requirements are real (the libraries the binaries link, the
+#                         24.11's headers: the plugin's and the tools' packages' files are where
+#                         the spec's macros put them, its requirements are real (the libraries the binaries link, the
 #                         Slurm package at this release), the plugin carries the release, and
 #                         the scriptlets refuse another release or no Slurm, disable the line on
 #                         erase (not on upgrade) and enable it again on reinstall
+#   t_rpm_upgrade_from_one_package   the one package of before 0.2.0 upgraded to the plugin's
+#                         and the tools' packages (rpm --root)
 #   t_rpm_spec_without_slurm_package   rpmspec: no Slurm requirement when the Slurm is not an
 #                         RPM (a source build), the release in the package's name all the same
 # Ends with "rpm: N passed, N failed"; exits non-zero if any failed.
@@ -149,8 +151,9 @@ build_rpm() {
         > "$out/rpmbuild.log" 2>&1 || { fail "rpmbuild -ta failed: $(tail -n 20 "$out/rpmbuild.log")"; return 1; }
     echo "    rpmbuild compiled $(grep -c '^ *Compiling ' "$out/rpmbuild.log") crate(s) (cargo's directory: $cache/cargo)" >&2
     rm -rf "$out/top" && mkdir -p "$out/top/RPMS" && cp "$cache"/top/RPMS/*/spank-lama-*.rpm "$out/top/RPMS/" || return 1
-    rpm_file=$(ls "$out"/top/RPMS/spank-lama-*.rpm)
-    echo "    built $rpm_file" >&2
+    rpm_file=$(ls "$out"/top/RPMS/spank-lama-[0-9]*.rpm)
+    tools_rpm=$(ls "$out"/top/RPMS/spank-lama-tools-[0-9]*.rpm)
+    echo "    built $rpm_file and $tools_rpm" >&2
 }
 
 # scriptlet TAG: a scriptlet's text, its configuration path moved into $work.
@@ -158,11 +161,20 @@ scriptlet() { rpm -qp --qf "%{$1}" "$rpm_file" | sed "s|/etc/slurm/plugstack.con
 
 t_rpm_spec() {
     build_rpm || return 1
-    local r=24.11
-    assert_eq "name, version, release" "spank-lama 0.1.0 1.slurm$r" \
+    local r=24.11 version
+    version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
+    assert_eq "name, version, release" "spank-lama $version 1.slurm$r" \
         "$(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE}' "$rpm_file")" || return 1
-    assert_eq "files (build-id links aside)" "/etc/slurm/plugstack.conf.d /etc/slurm/plugstack.conf.d/lama.conf /usr/bin/lama /usr/lib64/slurm/spank_lama.so /usr/share/bash-completion/completions/lama /usr/share/doc/spank-lama/README.md /usr/share/doc/spank-lama/plugstack.conf.example /usr/share/fish/vendor_completions.d/lama.fish /usr/share/man/man1/lama.1.gz /usr/share/man/man8/spank-lama.8.gz /usr/share/zsh/site-functions/_lama" \
+    assert_eq "files (build-id links aside)" "/etc/slurm/plugstack.conf.d /etc/slurm/plugstack.conf.d/lama.conf /usr/lib64/slurm/spank_lama.so /usr/share/doc/spank-lama/README.md /usr/share/doc/spank-lama/plugstack.conf.example /usr/share/man/man8/spank-lama.8.gz" \
         "$(rpm -qlp "$rpm_file" | grep -v -e '^/usr/lib/.build-id' -e '^/usr/share/licenses/' | paste -sd' ')" || return 1
+    # The lama command in a package of its own (login nodes), which takes it over from the one
+    # package of before 0.2.0 (t_rpm_upgrade_from_one_package); the plugin's recommends it.
+    assert_eq "the tools' name, version, release" "spank-lama-tools $version 1.slurm$r" \
+        "$(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE}' "$tools_rpm")" || return 1
+    assert_eq "the tools' files" "/usr/bin/lama /usr/share/bash-completion/completions/lama /usr/share/fish/vendor_completions.d/lama.fish /usr/share/man/man1/lama.1.gz /usr/share/zsh/site-functions/_lama" \
+        "$(rpm -qlp "$tools_rpm" | grep -v -e '^/usr/lib/.build-id' -e '^/usr/share/licenses/' | paste -sd' ')" || return 1
+    assert_eq "the tools' conflict" "spank-lama < 0.2.0" "$(rpm -qp --conflicts "$tools_rpm")" || return 1
+    assert_eq "the plugin recommends the tools" "spank-lama-tools = $version-1.slurm$r" "$(rpm -qp --recommends "$rpm_file")" || return 1
     assert_eq "licences" "LICENSE-APACHE LICENSE-MIT" \
         "$(rpm -qlp "$rpm_file" | grep '^/usr/share/licenses/.*/LICENSE' | xargs -n1 basename | paste -sd' ')" || return 1
     assert_eq "the conffile" "/etc/slurm/plugstack.conf.d/lama.conf" "$(rpm -qcp "$rpm_file")" || return 1
@@ -176,6 +188,8 @@ t_rpm_spec() {
     # pipe, which once failed this check with the line there.)
     grep -qx 'libhwloc.so.15()(64bit)' <<< "$requires" || fail "no hwloc requirement: $requires" || return 1
     grep -q '^libc.so.6(GLIBC_2\.[0-9]*)(64bit)$' <<< "$requires" || fail "no glibc requirement: $requires" || return 1
+    # Compute nodes need nothing else: no Scotch (EPEL on RHEL), no lama.
+    ! grep -i -e scotch -e spank-lama-tools <<< "$requires" || fail "the plugin's package requires the above" || return 1
     rm -rf "$work/x" && mkdir -p "$work/x"
     (cd "$work/x" && rpm2cpio "$rpm_file" | cpio -idm --quiet) || { fail "rpm2cpio | cpio failed"; return 1; }
     assert_eq "plugstack line" "# required /usr/lib64/slurm/spank_lama.so" \
@@ -222,6 +236,39 @@ t_rpm_spec() {
     assert_eq "a commented line after erase" "# required /usr/lib64/slurm/spank_lama.so" "$(cat "$work/lama.conf")"
 }
 
+t_rpm_upgrade_from_one_package() {
+    # Until 0.2.0 one package, spank-lama, held the plugin and lama. One made as it was (version
+    # 0.1.0, the two packages' files in one) is installed into an empty root (rpm --root, no
+    # scriptlets, no dependencies: no RHEL here); the tools package alone is then refused (it
+    # conflicts with spank-lama < 0.2.0), and both in one transaction upgrade it: /usr/bin/lama
+    # passes to spank-lama-tools.
+    build_rpm || return 1
+    local one=$work/one root=$work/root version
+    version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
+    rm -rf "$one" "$root" && mkdir -p "$one/tree" "$one/top" "$root" || return 1
+    (cd "$one/tree" && rpm2cpio "$rpm_file" | cpio -idm --quiet && rpm2cpio "$tools_rpm" | cpio -idm --quiet) \
+        || { fail "rpm2cpio | cpio failed"; return 1; }
+    rm -rf "$one/tree/usr/lib/.build-id" "$one/tree/usr/share/licenses"
+    { printf 'Name: spank-lama\nVersion: 0.1.0\nRelease: 1\nSummary: one package\nLicense: MIT\nAutoReqProv: no\n'
+      printf '%%description\none package\n%%install\ncp -a %s/. %%{buildroot}/\n%%files\n' "$one/tree"
+      (cd "$one/tree" && find . -type f -o -type l) | sed 's|^\.||'; } > "$one/one.spec"
+    rpmbuild -bb --define "_topdir $one/top" "$one/one.spec" > "$one/build.log" 2>&1 \
+        || { fail "the one package: $(tail -n 5 "$one/build.log")"; return 1; }
+    rpm --root "$root" --initdb || return 1
+    rpm --root "$root" -i --nodeps --noscripts "$one"/top/RPMS/*/spank-lama-0.1.0-1.*.rpm 2> "$work/err" \
+        || fail "installing the one package: $(cat "$work/err")" || return 1
+    assert_eq "lama's package before" "spank-lama" "$(rpm --root "$root" -qf --qf '%{NAME}' /usr/bin/lama)" || return 1
+    # (Without --nodeps, which skips conflicts too: the libraries' requirements, unmet in this
+    # empty root, are listed beside the conflict.)
+    rpm --root "$root" -i --noscripts "$tools_rpm" > "$work/err" 2>&1 \
+        && { fail "rpm installed the tools beside spank-lama 0.1.0"; return 1; }
+    grep -qF "spank-lama < 0.2.0 conflicts with spank-lama-tools-$version-" "$work/err" || fail "rpm's refusal: $(cat "$work/err")" || return 1
+    rpm --root "$root" -U --nodeps --noscripts "$rpm_file" "$tools_rpm" 2> "$work/err" \
+        || fail "the upgrade: $(cat "$work/err")" || return 1
+    assert_eq "lama's package after" "spank-lama-tools" "$(rpm --root "$root" -qf --qf '%{NAME}' /usr/bin/lama)" || return 1
+    assert_eq "installed after" "spank-lama spank-lama-tools" "$(rpm --root "$root" -qa --qf '%{NAME}\n' | sort | paste -sd' ')"
+}
+
 t_rpm_spec_without_slurm_package() {
     slurm_flavour 26.05 "$top"
     local version spec
@@ -229,7 +276,8 @@ t_rpm_spec_without_slurm_package() {
     spec=$work/spank-lama.spec
     sed "s|@VERSION@|$version|g" packaging/rpm/spank-lama.spec.in > "$spec"
     local q=(--define "slurm_include $build/slurm-include/usr/include" --define "slurm_plugindir /opt/slurm/lib/slurm")
-    assert_eq "release" "1.slurm26.05" "$(rpmspec -q --qf '%{RELEASE}\n' "${q[@]}" --define 'slurm_package none' "$spec" 2>/dev/null)" || return 1
+    assert_eq "release (the plugin's and the tools' packages)" "1.slurm26.05 1.slurm26.05" \
+        "$(rpmspec -q --qf '%{RELEASE}\n' "${q[@]}" --define 'slurm_package none' "$spec" 2>/dev/null | paste -sd' ')" || return 1
     rpmspec -q --requires "${q[@]}" --define 'slurm_package none' "$spec" > "$work/requires" 2> "$work/err" \
         || { fail "rpmspec: $(cat "$work/err")"; return 1; }
     ! grep -i slurm "$work/requires" || fail "a Slurm requirement without a Slurm package" || return 1
@@ -237,4 +285,4 @@ t_rpm_spec_without_slurm_package() {
         "$(rpmspec -q --requires "${q[@]}" --define 'slurm_package slurm-ohpc' "$spec" 2>/dev/null | grep slurm | sort | paste -sd' ')"
 }
 
-run_tests rpm t_old_slurm_refused t_configure_finds t_make_install t_rpm_spec t_rpm_spec_without_slurm_package
+run_tests rpm t_old_slurm_refused t_configure_finds t_make_install t_rpm_spec t_rpm_upgrade_from_one_package t_rpm_spec_without_slurm_package

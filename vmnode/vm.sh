@@ -305,10 +305,11 @@ configure_slurm() {
 }
 
 install_plugin() {
-    local deb=$1
-    guest 'cat > /tmp/spank-lama.deb' < "$deb" || { echo "vmnode: copying $deb into the guest failed" >&2; return 1; }
-    guest 'dpkg -i /tmp/spank-lama.deb >/dev/null && rm /tmp/spank-lama.deb' \
-        || { echo "vmnode: the package $(basename "$deb") was not installed in the guest" >&2; return 1; }
+    local deb=$1 tools=${1%/*}/spank-lama-tools_${1##*/spank-lama_}
+    guest 'cat > /tmp/spank-lama.deb' < "$deb" && guest 'cat > /tmp/spank-lama-tools.deb' < "$tools" \
+        || { echo "vmnode: copying $deb and $tools into the guest failed" >&2; return 1; }
+    guest 'dpkg -i /tmp/spank-lama.deb /tmp/spank-lama-tools.deb >/dev/null && rm /tmp/spank-lama.deb /tmp/spank-lama-tools.deb' \
+        || { echo "vmnode: the packages $(basename "$deb") and $(basename "$tools") were not installed in the guest" >&2; return 1; }
     guest "sed -i 's|^# required |required |' /etc/slurm/plugstack.conf.d/lama.conf && grep -q '^required ' /etc/slurm/plugstack.conf.d/lama.conf" \
         || { echo "vmnode: no plugin line to enable in the guest's lama.conf" >&2; return 1; }
 }

@@ -7,7 +7,7 @@
 
 use crate::asked::Asked;
 use crate::Failure;
-use lama_engine::{Bind, CpuList, CpuUnit, Membind};
+use lama_engine::{Bind, CpuList, Membind};
 use lama_planfile::NodePlan;
 use lama_slurm::launcher::Rank;
 use lama_slurm::node::{place_local, GpuOptions, Origin, StepCpus, StepRequest};
@@ -292,7 +292,7 @@ pub(crate) fn run(args: ExecArgs) -> Result<(), Failure> {
     };
     let mut ready = match &args.plan {
         Some(file) => by_plan(&args, file, &me, &machine, &cpus, &env).map_err(fail),
-        None => by_layout(&args, &me, &machine, &env),
+        None => by_layout(&args, &me, &machine, cpus.len(), &env),
     }
     .map_err(own_mask)?;
     if let Some(cpus) = &ready.bind {
@@ -341,10 +341,14 @@ fn host_name() -> String {
 }
 
 /// This rank placed by the layout, as the plugin places a node's tasks.
+/// Places this rank by the layout among `step_pus` CPUs (`machine`), `-c` counted as the
+/// plugin counts it: in threads, or in cores where every CPU asked for brought a whole core's
+/// threads ([`lama_slurm::cpus_per_task::step_unit`], from this node's ranks).
 fn by_layout(
     args: &ExecArgs,
     me: &Rank,
     machine: &lama_engine::Machine,
+    step_pus: usize,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Prepared, Failure> {
     let req = request(args)?;
@@ -359,7 +363,12 @@ fn by_layout(
         .unwrap_or(1);
     let step_cpus = StepCpus {
         per_task,
-        unit: CpuUnit::Thread,
+        unit: lama_slurm::cpus_per_task::step_unit(
+            machine,
+            me.local_size.max(1),
+            per_task,
+            u32::try_from(step_pus).unwrap_or(u32::MAX),
+        ),
     };
     let fail = |e: String| Failure::Place(format!("exec: rank {}: {e}", me.rank));
     let local = place_local(machine, &req, &me.globals(), args.oversubscribe, step_cpus)
@@ -681,6 +690,31 @@ mod tests {
             a: ExecArgs,
         }
         assert!(T::try_parse_from(["t", "--plan", "p", "--map", "scbnh", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn c_counts_as_the_plugin_counts() {
+        // Two ranks of -c2 here, on one package of 4 cores of 2 threads (CPUs 0-7; core k has
+        // CPUs 2k and 2k+1). Given 8 threads for 2 x 2 CPUs, each CPU Slurm counted brought a
+        // whole core: rank 0 gets two cores, CPUs 0-3. Given 4 threads, Slurm counted threads:
+        // rank 0 gets two threads, one core, CPUs 0-1 (by hand; the plugin's rule,
+        // lama_slurm::cpus_per_task::step_unit).
+        let whole = lama_engine::Machine::synthetic("pack:1 core:4 pu:2").unwrap();
+        let args = args_of(&["t", "--map", "scbnh", "-c", "2", "--", "true"]);
+        let me = Rank {
+            launcher: Some(lama_slurm::launcher::OPEN_MPI.name),
+            rank: 0,
+            local: 0,
+            local_size: 2,
+            node_ranks: None,
+            size: Some(2),
+        };
+        let no_env = |_: &str| None;
+        let p = by_layout(&args, &me, &whole, 8, &no_env).unwrap();
+        assert_eq!(p.bind.unwrap().to_string(), "0-3");
+        let four = whole.restrict(&CpuList::parse("0-3").unwrap());
+        let p = by_layout(&args, &me, &four, 4, &no_env).unwrap();
+        assert_eq!(p.bind.unwrap().to_string(), "0-1");
     }
 
     #[test]

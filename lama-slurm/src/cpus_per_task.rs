@@ -19,6 +19,20 @@ pub fn detect_unit(slurm_cpus: u32, pus: u32, threads_per_core: u32) -> CpuUnit 
     }
 }
 
+/// What Slurm counts as a CPU on this node, from what the step asked for here (`tasks` tasks
+/// of `per_task` CPUs, in Slurm's unit) against the hardware threads it got (`step_pus`):
+/// cores when every CPU asked for brought a whole core's threads. (The job's CPUs would not
+/// do: a step may be smaller than its job, and `S_JOB_NCPUS` in slurmstepd is the step's.)
+/// The plugin and `lama exec` both count `-c` by it.
+pub fn step_unit(machine: &Machine, tasks: u32, per_task: u32, step_pus: u32) -> CpuUnit {
+    let asked = u64::from(tasks) * u64::from(per_task);
+    detect_unit(
+        u32::try_from(asked).unwrap_or(u32::MAX),
+        step_pus,
+        lama_engine::threads_per_core(machine),
+    )
+}
+
 /// The note for a placement with the default binding ([`lama_engine::place_cpus_per_task`])
 /// that fell back from the widened binding to the exact one; `None` when the widened binding
 /// was kept.
@@ -63,6 +77,24 @@ pub fn narrower_warning(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_unit_comes_from_the_step_not_the_job() {
+        // The QEMU node (2 threads per core, CPUs=16): `salloc -N1 --exclusive srun -n2 -c4`
+        // gets 8 threads (0-3,8-11) for 2 x 4 CPUs: Slurm counts threads. Against the job's 16
+        // CPUs the old detection said cores, and bound each task to 4 cores.
+        let m = Machine::synthetic("pack:2 core:4 pu:2").unwrap();
+        assert_eq!(step_unit(&m, 2, 4, 8), CpuUnit::Thread);
+        // -n4 -c3 on 12 threads: threads.
+        assert_eq!(step_unit(&m, 4, 3, 12), CpuUnit::Thread);
+        // CR_Core rounding -c3 up to two whole cores (4 threads): still threads.
+        assert_eq!(step_unit(&m, 1, 3, 4), CpuUnit::Thread);
+        // A node whose CPUs= counts cores: -n2 -c4 gets 8 cores, 16 threads.
+        assert_eq!(step_unit(&m, 2, 4, 16), CpuUnit::Core);
+        // No SMT: always threads.
+        let flat = Machine::synthetic("pack:1 core:4 pu:1").unwrap();
+        assert_eq!(step_unit(&flat, 1, 2, 4), CpuUnit::Thread);
+    }
 
     #[test]
     fn the_unit_follows_what_slurm_allocated() {

@@ -50,7 +50,7 @@ pub fn here(
 }
 
 /// `-c` of the step (`S_STEP_CPUS_PER_TASK`), and what Slurm counts as a CPU here: the site's
-/// `cpu_unit`, else [`cpu_unit`] from the step's `ntasks` tasks here and its `step_pus`
+/// `cpu_unit`, else [`lama_slurm::cpus_per_task::step_unit`] from the step's `ntasks` tasks here and its `step_pus`
 /// hardware threads.
 pub fn per_task(
     spank: &SpankHandle,
@@ -66,7 +66,7 @@ pub fn per_task(
         .filter(|&c| c >= 1)
         .unwrap_or(1);
     let unit = site.cpu_unit.unwrap_or_else(|| {
-        let unit = cpu_unit(machine, ntasks, per_task, step_pus);
+        let unit = lama_slurm::cpus_per_task::step_unit(machine, ntasks, per_task, step_pus);
         tracing::debug!(
             ntasks,
             per_task,
@@ -153,19 +153,6 @@ pub fn cores_to_cpus(machine: &Machine, cores: &CpuList) -> Result<CpuList, Stri
     Ok(CpuList::from_cpus(cpus))
 }
 
-/// What Slurm counts as a CPU on this node, from what the step asked for here (`tasks` tasks
-/// of `per_task` CPUs, in Slurm's unit) against the hardware threads it got (`step_pus`):
-/// cores when every CPU asked for brought a whole core's threads. (The job's CPUs would not
-/// do: a step may be smaller than its job, and `S_JOB_NCPUS` in slurmstepd is the step's.)
-pub fn cpu_unit(machine: &Machine, tasks: u32, per_task: u32, step_pus: u32) -> CpuUnit {
-    let asked = u64::from(tasks) * u64::from(per_task);
-    lama_slurm::cpus_per_task::detect_unit(
-        u32::try_from(asked).unwrap_or(u32::MAX),
-        step_pus,
-        lama_engine::threads_per_core(machine),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,23 +211,5 @@ mod tests {
             .unwrap_err()
             .contains("core 4 is not on this node"));
         assert!(cores_to_cpus(&m, &CpuList::new()).is_err());
-    }
-
-    #[test]
-    fn the_unit_comes_from_the_step_not_the_job() {
-        // The QEMU node (2 threads per core, CPUs=16): `salloc -N1 --exclusive srun -n2 -c4`
-        // gets 8 threads (0-3,8-11) for 2 x 4 CPUs: Slurm counts threads. Against the job's 16
-        // CPUs the old detection said cores, and bound each task to 4 cores.
-        let m = Machine::synthetic("pack:2 core:4 pu:2").unwrap();
-        assert_eq!(cpu_unit(&m, 2, 4, 8), CpuUnit::Thread);
-        // -n4 -c3 on 12 threads: threads.
-        assert_eq!(cpu_unit(&m, 4, 3, 12), CpuUnit::Thread);
-        // CR_Core rounding -c3 up to two whole cores (4 threads): still threads.
-        assert_eq!(cpu_unit(&m, 1, 3, 4), CpuUnit::Thread);
-        // A node whose CPUs= counts cores: -n2 -c4 gets 8 cores, 16 threads.
-        assert_eq!(cpu_unit(&m, 2, 4, 16), CpuUnit::Core);
-        // No SMT: always threads.
-        let flat = Machine::synthetic("pack:1 core:4 pu:1").unwrap();
-        assert_eq!(cpu_unit(&flat, 1, 2, 4), CpuUnit::Thread);
     }
 }

@@ -9,7 +9,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 
 declare -A tests_of=(
-    [affinity-only]="t_row_affinity_only t_bind_core t_cpus_per_task_widen_the_binding t_plan_ring_and_stencil"
+    [affinity-only]="t_row_affinity_only t_lama_exec_beside_another_job t_bind_core t_cpus_per_task_widen_the_binding t_plan_ring_and_stencil"
     [cgroup-only]="t_row_cgroup_only t_confinement t_bind_socket t_membind"
     [cr-core]="t_row_cr_core t_step_cpuset_is_honoured"
     [cr-core-memory]="t_row_cr_core"
@@ -20,8 +20,9 @@ declare -A tests_of=(
     [many-nodes]="t_row_many_nodes"
     [node-name]="t_row_node_name"
     [no-plugin]="t_row_no_plugin"
+    [plugin-only]="t_row_plugin_only t_bind_core t_bind_socket t_membind t_bad_input_fails_before_launch"
 )
-rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional contain-devices many-nodes node-name no-plugin)
+rows=(affinity-only cgroup-only cr-core cr-core-memory corespec contain-spank optional contain-devices many-nodes node-name no-plugin plugin-only)
 [ $# -gt 0 ] && rows=("$@")
 
 passed=0 failed=0
@@ -37,7 +38,9 @@ for row in "${rows[@]}"; do
         continue
     fi
     # shellcheck disable=SC2086
-    out=$(LAMA_NO_PLUGIN=$([ "$plugin" == none ] && echo 1 || echo 0) "$top/tests/e2e/run.sh" ${tests_of[$row]} t_daemons_still_up 2>&1)
+    # (Without lama on the nodes, the row plugin-only runs no step under lama verify.)
+    verify=1; [ "$row" == plugin-only ] && verify=0
+    out=$(LAMA_VERIFY_EACH=$verify LAMA_NO_PLUGIN=$([ "$plugin" == none ] && echo 1 || echo 0) "$top/tests/e2e/run.sh" ${tests_of[$row]} t_daemons_still_up 2>&1)
     echo "$out" | grep -v '^e2e:'
     summary=$(echo "$out" | grep -E '^e2e: [0-9]+ passed, [0-9]+ failed$' | tail -n1)
     p=$(echo "$summary" | awk '{ print $2 }'); f=$(echo "$summary" | awk '{ print $4 }')

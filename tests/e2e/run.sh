@@ -477,6 +477,53 @@ t_package_removal_keeps_srun_working() {
     run_srun -w node1 -n2 --lama-map=scbnh || fail "srun after reinstalling: $(cat "$work/err")" || return 1
     assert_eq "placed again after reinstalling" "node1:0 node1:1" "$(actual_cpus)"
 }
+t_package_upgrade_from_one_package() {
+    # Until 0.2.0 one package, spank-lama, held the plugin and lama; now spank-lama is the plugin
+    # and spank-lama-tools has lama (scripts/make-deb.sh). Such a package, made here of the two
+    # packages' files as it was (version 0.1.0), goes in place of the two; beside it dpkg refuses
+    # the tools package alone (it Breaks spank-lama < 0.2.0); then both packages together
+    # upgrade it: /usr/bin/lama passes to spank-lama-tools, and the plugin places steps.
+    local deb tools version
+    deb=$(on node1 sh -c 'ls /opt/lama/spank-lama_*.deb' | head -n1)
+    tools=${deb%/*}/spank-lama-tools_${deb##*/spank-lama_}
+    version=$(on node1 dpkg-query -W -f '${Version}' spank-lama)
+    on node1 sh -c "set -e; rm -rf /tmp/one; mkdir -p /tmp/one; dpkg-deb -R $deb /tmp/one/p; dpkg-deb -x $tools /tmp/one/p
+        rm -rf /tmp/one/p/usr/share/doc/spank-lama-tools
+        sed -i -e 's/^Version: [^+]*+/Version: 0.1.0+/' -e '/^Recommends:/d' /tmp/one/p/DEBIAN/control
+        cd /tmp/one/p && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum > DEBIAN/md5sums
+        dpkg-deb --root-owner-group -Zgzip -b /tmp/one/p /tmp/one/old.deb > /dev/null" 2> "$work/err" \
+        || fail "making the one package: $(cat "$work/err")" || return 1
+    on node1 dpkg -r spank-lama-tools > "$work/dpkg" 2>&1 && on node1 dpkg -i /tmp/one/old.deb > "$work/dpkg" 2>&1 \
+        || fail "installing the one package: $(cat "$work/dpkg")" || return 1
+    assert_eq "lama's package before" "spank-lama: /usr/bin/lama" "$(on node1 dpkg -S /usr/bin/lama)" || return 1
+    on node1 dpkg -i "$tools" > "$work/dpkg" 2>&1 && { fail "dpkg installed the tools beside spank-lama 0.1.0"; return 1; }
+    grep -qF "spank-lama-tools breaks spank-lama (<< 0.2.0~)" "$work/dpkg" || fail "dpkg's refusal: $(cat "$work/dpkg")" || return 1
+    on node1 dpkg -i "$deb" "$tools" > "$work/dpkg" 2>&1 || fail "the upgrade: $(cat "$work/dpkg")" || return 1
+    assert_eq "lama's package after" "spank-lama-tools: /usr/bin/lama" "$(on node1 dpkg -S /usr/bin/lama)" || return 1
+    assert_eq "the versions after" "$version $version" \
+        "$(on node1 dpkg-query -W -f '${Version} ' spank-lama spank-lama-tools | sed 's/ $//')" || return 1
+    on node1 lama --version > /dev/null || fail "lama after the upgrade" || return 1
+    on node1 rm -rf /tmp/one
+    run_srun -w node1 -n2 --lama-map=scbnh || fail "srun after the upgrade: $(cat "$work/err")" || return 1
+    assert_eq "placed after the upgrade" "node1:0 node1:1" "$(actual_cpus)"
+}
+
+t_row_plugin_only() {
+    # The row plugin-only: the compute nodes have the plugin's package alone, which depends on
+    # Slurm's plugins, hwloc and libc only (no Scotch, no lama); the submit host has both.
+    local n deps
+    for n in "${nodes[@]}"; do
+        assert_eq "$n: packages" "spank-lama" "$(on "$n" dpkg-query -W -f '${db:Status-Abbrev}${Package}\n' 'spank-lama*' | awk '$1 == "ii" { print $2 }' | paste -sd' ')" || return 1
+        on "$n" sh -c 'command -v lama' > /dev/null && { fail "$n has lama"; return 1; }
+    done
+    deps=$(on node1 dpkg-query -W -f '${Depends}' spank-lama)
+    [[ "$deps" == *libhwloc15* && "$deps" == *slurm-wlm-basic-plugins* || "$flavour" == src-24.11 ]] \
+        || fail "the plugin's dependencies: $deps" || return 1
+    assert_empty "dependencies beyond libc, libgcc, hwloc and Slurm's plugins" \
+        "$(tr ',' '\n' <<< "$deps" | awk '{ print $1 }' | grep -vx -e libc6 -e libgcc-s1 -e libhwloc15 -e slurm-wlm-basic-plugins)" || return 1
+    on slurmctld lama --version > /dev/null || fail "the submit host has no lama"
+}
+
 # node1's line naming the plugin in lama.conf, without trailing blanks.
 plugin_line() { on node1 grep -F "$1" /etc/slurm/plugstack.conf.d/lama.conf | sed 's/[[:space:]]*$//'; }
 removed_checks() { # PLUGIN: what holds while the package is removed from node1
@@ -1544,6 +1591,26 @@ t_row_affinity_only() {
     on node3 grep -qE "lama: step CPUs [0-9,-]+ from allocated cores \([0-9,-]+\); no step cpuset" /var/log/slurm/slurmd.log || fail "slurmd log: no allocated-cores fallback"
 }
 
+t_lama_exec_beside_another_job() {
+    # Without core confinement (no cgroup cpuset: the row affinity-only) lama exec places among
+    # the CPUs Slurm bound the task to, never onto another job's: a job holds CPU 0 of node3, and
+    # the task of a second job there, placed by lama exec, runs on CPU 1 (by hand), saying where
+    # its CPUs came from; also with Slurm's task binding off (--cpu-bind=none), where the task
+    # still starts on its step's CPU (slurmstepd's own mask).
+    local holder rc1 rc2 out1 err1 out2 err2
+    holder=$(hold_cpus node3 1) || return 1
+    as_user srun -w node3 -n1 lama exec --map scbnh -- bash -c "$task_report" > "$work/out" 2> "$work/err"
+    rc1=$? out1=$(actual_cpus) err1=$(cat "$work/err")
+    as_user srun -w node3 -n1 --cpu-bind=none lama exec --map scbnh -- bash -c "$task_report" > "$work/out" 2> "$work/err"
+    rc2=$? out2=$(actual_cpus) err2=$(cat "$work/err")
+    release "$holder" || return 1
+    [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] || fail "srun lama exec: $err1 / $err2" || return 1
+    assert_eq "lama exec beside the holder" "node3:1" "$out1" || return 1
+    assert_eq "lama exec beside the holder, --cpu-bind=none" "node3:1" "$out2" || return 1
+    grep -qF "which Slurm does not confine here: LAMA places this process among the CPUs Slurm bound it to, 1" <<< "$err1$err2" \
+        || fail "lama exec's note: $err1 / $err2"
+}
+
 t_row_cgroup_only() {
     # A cpuset but no binding by Slurm: without LAMA every task sees the step's CPUs; with LAMA
     # each gets its own.
@@ -1770,6 +1837,7 @@ all_tests=(t_setup t_no_options_leaves_slurm_alone t_bind_core t_bind_socket t_b
     t_bad_site_configuration t_node_configuration_error_fails_the_job_not_the_node
     t_broken_plugstack_batch_job_drains_nothing t_garbage_inherited_option_drains_nothing t_topology_sources t_topology_cache t_install_refuses_other_slurm
     t_package_installed t_package_refused_on_other_slurm t_package_removal_keeps_srun_working
+    t_package_upgrade_from_one_package
     t_cpus_per_task_widen_the_binding
     t_narrower_bind_warns_once t_membind t_one_distribution_hint t_preview_is_srun t_slurm_own_placement t_verify t_plan_ring_and_stencil
     t_plan_in_batch t_plan_of_1000_ranks t_plan_by_file t_plan_in_heterogeneous_step t_forged_heterogeneous_environment t_forged_plan_file t_bad_plan_refused t_odd_environment t_gpu_placement t_gpu_files t_gpu_shards

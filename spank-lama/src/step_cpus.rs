@@ -9,7 +9,7 @@
 
 use crate::cgroup::{self, StepCgroup};
 use crate::config::SiteConfig;
-use lama_engine::{CpuList, CpuUnit, Machine};
+use lama_engine::{CpuList, Machine};
 use slurm_spank::SpankHandle;
 
 pub use lama_slurm::node::StepCpus;

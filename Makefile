@@ -40,7 +40,7 @@ CLI_ENV := LAMA_PLUGINDIR=$(PLUGINDIR)
 .PHONY: all built install uninstall deb rpm dist clean
 all:
 	$(BUILD_ENV) $(CARGO) build --release $(CARGO_FLAGS) -p spank-lama --lib --example manpage
-	$(CLI_ENV) $(CARGO) build --release $(CARGO_FLAGS) -p lama-cli
+	$(CLI_ENV) $(CARGO) build --release $(CARGO_FLAGS) $(LAMA_FEATURES) -p lama-cli
 	@built=$$(grep -ao 'spank-lama built for Slurm [0-9.]*' $(RELEASE_DIR)/libspank_lama.so | head -n1); \
 	case "$$built" in *" $(SLURM_VERSION)") ;; \
 	*) echo "make: $(RELEASE_DIR)/libspank_lama.so says '$$built', not Slurm $(SLURM_VERSION)" >&2; exit 1 ;; esac; \

@@ -3,10 +3,14 @@
 //! called: trixie's is `libscotch-7.0.so`, sid's `libscotch.so.7.0`. The archives are copied
 //! alone into a directory of the build, which the linker searches before the system's, so
 //! scotch-sys's `-lscotch -lscotcherr` find them there; Scotch's own dependencies follow.
-//! Without the archives, the shared libraries are used as before.
+//! Without the archives, the shared libraries are used as before. Built without the feature
+//! `scotch`, nothing is linked.
 use std::path::PathBuf;
 
 fn main() {
+    if std::env::var_os("CARGO_FEATURE_SCOTCH").is_none() {
+        return;
+    }
     let lib_dir = std::env::var_os("SCOTCH_LIB_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/lib/x86_64-linux-gnu"));

@@ -56,6 +56,12 @@ t_configure_finds() {
         assert_eq "$f: the release configure found" "$f" "$release" || return 1
         grep -qF "configure: Slurm $f." "$work/err" || fail "$f: configure does not say the release" || return 1
     done
+    # --without-scotch: lama built without Scotch (make passes the features to cargo).
+    assert_eq "lama's features by default" "LAMA_FEATURES :=" "$(grep '^LAMA_FEATURES' "$work/c.mk" | sed 's/ *$//')" || return 1
+    CONFIG_MK=$work/n.mk SCOTCH_INCLUDE_DIR=/nonexistent ./configure --with-slurm="$build/slurm-include/usr" \
+        --plugindir=/usr/lib64/slurm --without-scotch 2> "$work/err" || { fail "--without-scotch: $(cat "$work/err")"; return 1; }
+    assert_eq "lama's features --without-scotch" "LAMA_FEATURES := --no-default-features" "$(grep '^LAMA_FEATURES' "$work/n.mk")" || return 1
+    grep -qF "no Scotch (--without-scotch)" "$work/err" || fail "configure does not say it: $(cat "$work/err")" || return 1
     # The minimums of the other tools: an hwloc 2.2 (RHEL 8's) and a Rust 1.80, each found
     # first, are refused with the reason.
     mkdir -p "$work/pc" "$work/bin"
@@ -73,7 +79,7 @@ t_configure_finds() {
         2> "$work/err" || { fail "--with-slurm DIR: $(cat "$work/err")"; return 1; }
     assert_eq "--with-slurm DIR" 24.11 "$(awk '$1 == "SLURM_RELEASE" { print $3 }' "$work/space.mk")" || return 1
     ./configure --help > "$work/help" || { fail "./configure --help failed"; return 1; }
-    head -n1 "$work/help" | grep -q '^Configures the build' && tail -n1 "$work/help" | grep -q 'with-slurm.s bin$' \
+    head -n1 "$work/help" | grep -q '^Configures the build' && tail -n1 "$work/help" | grep -q 'The plugin never uses Scotch.$' \
         || fail "configure --help: $(head -n1 "$work/help") ... $(tail -n1 "$work/help")" || return 1
     ./configure --with-slurmm=/usr 2> "$work/err" && { fail "an unknown option was accepted"; return 1; }
     grep -qF "unknown option --with-slurmm=/usr" "$work/err" || fail "unknown option: $(cat "$work/err")" || return 1
@@ -281,6 +287,10 @@ t_rpm_spec_without_slurm_package() {
     rpmspec -q --requires "${q[@]}" --define 'slurm_package none' "$spec" > "$work/requires" 2> "$work/err" \
         || { fail "rpmspec: $(cat "$work/err")"; return 1; }
     ! grep -i slurm "$work/requires" || fail "a Slurm requirement without a Slurm package" || return 1
+    # rpmbuild --without scotch: no Scotch to build with (so no EPEL), and configure told so.
+    assert_eq "Scotch among the build requirements, by default and --without scotch" "1 0" \
+        "$(rpmspec -q --buildrequires "${q[@]}" "$spec" 2>/dev/null | grep -c scotch) $(rpmspec -q --buildrequires "${q[@]}" --without scotch "$spec" 2>/dev/null | grep -c scotch)" || return 1
+    grep -q -- "--slurm-bindir=%{slurm_bindir} %{!?with_scotch:--without-scotch}" "$spec" || fail "the spec's configure line lost --without-scotch" || return 1
     assert_eq "with slurm-ohpc" "slurm-ohpc < 26.06 slurm-ohpc >= 26.05" \
         "$(rpmspec -q --requires "${q[@]}" --define 'slurm_package slurm-ohpc' "$spec" 2>/dev/null | grep slurm | sort | paste -sd' ')"
 }

@@ -15,18 +15,25 @@
 
 mod bisect;
 pub mod cost;
+#[cfg(feature = "scotch")]
 mod kway;
+#[cfg(feature = "scotch")]
 mod multisect;
 pub use lama_slurm::hostlist;
 pub mod matrix;
 pub mod network;
 mod refine;
 mod regroup;
+#[cfg(feature = "scotch")]
 mod rng;
+#[cfg(feature = "scotch")]
 mod scotch;
 pub mod stencil;
 pub mod traffic;
+#[cfg(feature = "scotch")]
 mod vcycle;
+#[cfg(feature = "scotch")]
+mod with_scotch;
 
 use cost::{Spot, System, LEVELS};
 use lama_engine::{place, Bind, Layout, Level, Machine, Mppr, Order, Request};
@@ -213,6 +220,8 @@ fn owner(m: &Machine, level: Level, p: u32) -> Option<usize> {
 /// thread) and the model's cost of a link between children at each depth.
 struct Tree {
     coords: Vec<Vec<u32>>,
+    // (Read by the candidates Scotch makes.)
+    #[cfg_attr(not(feature = "scotch"), allow(dead_code))]
     links: Vec<f64>,
 }
 
@@ -293,115 +302,6 @@ fn tree(system: &System<'_>, network_depth: &[Vec<usize>], slots: &[Slot], unit:
     }
     links.truncate(depth);
     Tree { coords, links }
-}
-
-/// The Scotch target of the tree's first `count` slots: a tree-leaf architecture whose link
-/// costs are the model's (scaled to integers), restricted to those leaves.
-fn target(tree: &Tree, count: usize) -> scotch::Target {
-    let coords = &tree.coords[..count];
-    let depth = coords.first().map_or(0, Vec::len);
-    let mut sizes = vec![1u32; depth];
-    for c in coords {
-        for (k, &x) in c.iter().enumerate() {
-            sizes[k] = sizes[k].max(x + 1);
-        }
-    }
-    let max = tree.links.iter().copied().fold(1.0f64, f64::max);
-    let links = tree
-        .links
-        .iter()
-        .map(|&v| ((v / max * 10_000.0).round() as u32).max(1))
-        .collect();
-    let leaves = coords
-        .iter()
-        .map(|c| {
-            c.iter()
-                .zip(&sizes)
-                .fold(0u64, |acc, (&x, &s)| acc * u64::from(s) + u64::from(x))
-        })
-        .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
-        .collect();
-    scotch::Target {
-        sizes,
-        links,
-        leaves,
-    }
-}
-
-/// `Err` when the matrix is too dense to hand to Scotch.
-fn not_too_dense(matrix: &CommMatrix) -> Result<(), String> {
-    if matrix.pairs().len() > MAX_SCOTCH_PAIRS {
-        return Err(format!(
-            "not run: {} communicating pairs, more than {MAX_SCOTCH_PAIRS} (on so dense a \
-             matrix every mapping costs about the same and Scotch takes seconds)",
-            matrix.pairs().len()
-        ));
-    }
-    Ok(())
-}
-
-/// Scotch's mapping as one slot per rank: ranks that share a slot are moved, heaviest
-/// talkers first kept, to the free slot that adds the least cost with the ranks already placed.
-fn scotch_mapping(
-    matrix: &CommMatrix,
-    rank_graph: &scotch::Graph,
-    near: &bisect::Adjacency,
-    system: &System<'_>,
-    tree: &Tree,
-    slots: &[Slot],
-) -> Result<Vec<usize>, String> {
-    let np = matrix.ranks() as usize;
-    if matrix.pairs().is_empty() {
-        return Err("the matrix has no communication to map".to_string());
-    }
-    not_too_dense(matrix)?;
-    if slots.len() > MAX_SCOTCH_TREE_SLOTS {
-        return Err(format!(
-            "not run: {} slots, more than {MAX_SCOTCH_TREE_SLOTS} (Scotch's tree mapping grows \
-             much faster than the slots, 42 s for 100,160; the multisection uses Scotch's \
-             partitioner level by level instead)",
-            slots.len()
-        ));
-    }
-    let target = target(tree, slots.len());
-    if target.sizes.iter().map(|&s| u64::from(s)).product::<u64>() >= i32::MAX as u64 {
-        return Err("the machine is too large for one Scotch tree".to_string());
-    }
-    let chosen = scotch::map(rank_graph, &target)?;
-    let mut slot_of: Vec<Option<usize>> = vec![None; np];
-    let mut used = vec![false; slots.len()];
-    let mut displaced = Vec::new();
-    for (r, &s) in chosen.iter().enumerate() {
-        if used[s] {
-            displaced.push(r);
-        } else {
-            used[s] = true;
-            slot_of[r] = Some(s);
-        }
-    }
-    for r in displaced {
-        let mut best: Option<(f64, usize)> = None;
-        for (s, slot) in slots.iter().enumerate().filter(|(s, _)| !used[*s]) {
-            let here: Spot = (slot.node, slot.pu);
-            let add: f64 = near[r]
-                .iter()
-                .filter_map(|&(j, v)| {
-                    slot_of[j as usize]
-                        .map(|t| v * system.distance(here, (slots[t].node, slots[t].pu)))
-                })
-                .sum();
-            if best.is_none_or(|(c, _)| add < c) {
-                best = Some((add, s));
-            }
-        }
-        let (_, s) = best.ok_or("more ranks than slots")?;
-        used[s] = true;
-        slot_of[r] = Some(s);
-    }
-    slot_of
-        .into_iter()
-        .map(|s| s.ok_or_else(|| "a rank was left without a slot".to_string()))
-        .collect()
 }
 
 /// Plans `matrix.ranks()` ranks on the system (nodes in the same order as `paths`, each the
@@ -673,10 +573,16 @@ fn mapped(
         };
         (result, t0.elapsed().as_secs_f64())
     };
-    let rank_graph = scotch::graph(matrix);
     let mut out: Vec<Mapped> = Vec::new();
-    let (r, t) = both(&|_, s| scotch_mapping(matrix, &rank_graph, near, system, tree, s));
-    out.push(("scotch".to_string(), r, t));
+    #[cfg(not(feature = "scotch"))]
+    let _ = system;
+    #[cfg(feature = "scotch")]
+    let rank_graph = scotch::graph(matrix);
+    #[cfg(feature = "scotch")]
+    {
+        let (r, t) = both(&|_, s| with_scotch::mapping(matrix, &rank_graph, near, system, tree, s));
+        out.push(("scotch".to_string(), r, t));
+    }
     // The stencil path is the bisection with geometric first cuts: on a grid of more slots
     // than Scotch's tree mapping takes, where time counts, the plain bisection is left out.
     let (r, t) = match grid {
@@ -692,18 +598,14 @@ fn mapped(
         _ => both(&|c, _| Ok(bisect::map(matrix, near, c))),
     };
     out.push(("bisection".to_string(), r, t));
-    let multisection = |c: &[Vec<u32>], variant| {
-        not_too_dense(matrix)
-            .and_then(|()| multisect::map(&rank_graph, near, c, &tree.links, variant))
-    };
-    let (r, t) = both(&|c, _| multisection(c, multisect::Variant::Flat));
-    out.push(("multisection".to_string(), r, t));
-    // Where it differs, the multilevel variant too: each variant's splits keep their least
-    // cuts, and which variant ends cheaper depends on the machine and the traffic.
-    if multisect::multilevel_differs(&rank_graph) {
-        let (r, t) = both(&|c, _| multisection(c, multisect::Variant::Multilevel));
-        out.push(("multilevel".to_string(), r, t));
-    }
+    #[cfg(feature = "scotch")]
+    out.extend(with_scotch::multisections(
+        matrix,
+        &rank_graph,
+        near,
+        tree,
+        &both,
+    ));
     if let Some(grid) = grid {
         let t0 = std::time::Instant::now();
         let r = Ok(stencil::map(grid, near, &tree.coords));
@@ -841,5 +743,7 @@ pub fn guard_layouts() -> Vec<Layout> {
         .collect()
 }
 
-#[cfg(test)]
+// (The plans' tests compare with the candidates Scotch makes: the build without it is tested by
+// tests/no-scotch.sh.)
+#[cfg(all(test, feature = "scotch"))]
 mod tests;

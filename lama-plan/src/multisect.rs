@@ -288,7 +288,7 @@ impl<'a> Work<'a> {
             // Nothing to cut: any split within the capacities is as good.
             Vec::new()
         } else if seed % 2 == 0 {
-            shuffled(&shares(n, caps), seed as u64)
+            shuffled(&crate::stencil::shares(n, caps), seed as u64)
         } else {
             let method = match (seed % 4, self.variant) {
                 (3, Variant::Multilevel) => scotch::Method::KWay,
@@ -298,7 +298,7 @@ impl<'a> Work<'a> {
                 .partition(sub, &weights, percent, seed, method)?
         };
         if part.len() != n {
-            part = in_order(&shares(n, caps));
+            part = in_order(&crate::stencil::shares(n, caps));
         }
         within_capacity(sub, &mut part, caps);
         if self.seeds > 1 {
@@ -358,31 +358,6 @@ impl<'a> Work<'a> {
         }
         scotch::Graph { xadj, adj, weights }
     }
-}
-
-/// How many of `n` ranks each child takes when Scotch has nothing to cut: its capacity when the
-/// ranks fill them all, else in proportion to capacity (largest remainders first), never above
-/// it.
-pub(crate) fn shares(n: usize, caps: &[usize]) -> Vec<usize> {
-    let total: usize = caps.iter().sum();
-    if n >= total {
-        return caps.to_vec();
-    }
-    let mut want: Vec<usize> = caps.iter().map(|&c| c * n / total).collect();
-    let mut left = n - want.iter().sum::<usize>();
-    let mut order: Vec<usize> = (0..caps.len()).collect();
-    // Largest remainder first; the first child on ties, so that a small job stays compact.
-    order.sort_by_key(|&c| (std::cmp::Reverse((caps[c] * n) % total), c));
-    for &c in order.iter().cycle().take(caps.len() * 2) {
-        if left == 0 {
-            break;
-        }
-        if want[c] < caps[c] {
-            want[c] += 1;
-            left -= 1;
-        }
-    }
-    want
 }
 
 /// Moves vertices out of parts over their capacity (`sizes`) into parts with room until no part
@@ -634,20 +609,6 @@ mod tests {
         }
         let weights = vec![1; adj.len()];
         scotch::Graph { xadj, adj, weights }
-    }
-
-    #[test]
-    fn shares_follow_capacity() {
-        assert_eq!(shares(10, &[4, 6]), vec![4, 6]);
-        assert_eq!(shares(12, &[4, 6]), vec![4, 6]);
-        assert_eq!(shares(5, &[4, 6]), vec![2, 3]);
-        assert_eq!(shares(1, &[3, 3, 3]), vec![1, 0, 0]);
-        assert_eq!(shares(2, &[1, 8]), vec![0, 2]);
-        for n in 0..=24 {
-            let w = shares(n, &[5, 7, 12]);
-            assert_eq!(w.iter().sum::<usize>(), n);
-            assert!(w.iter().zip([5, 7, 12]).all(|(&a, c)| a <= c), "{n}: {w:?}");
-        }
     }
 
     #[test]

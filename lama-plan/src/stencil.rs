@@ -143,7 +143,7 @@ impl Work<'_> {
         }
         let children = crate::bisect::children(self.coords, slots, depth);
         let caps: Vec<usize> = children.iter().map(Vec::len).collect();
-        let sizes = crate::multisect::shares(ranks.len(), &caps);
+        let sizes = shares(ranks.len(), &caps);
         let parts = self.split(ranks, &sizes);
         for (part, slots) in parts.into_iter().zip(children) {
             self.place(part, slots, depth + 1);
@@ -238,9 +238,48 @@ impl Work<'_> {
     }
 }
 
+/// How many of `n` ranks each child takes when nothing tells them apart (a grid's box, or a
+/// part Scotch has nothing to cut in): its capacity when the ranks fill them all, else in proportion to capacity (largest remainders first), never above
+/// it.
+pub(crate) fn shares(n: usize, caps: &[usize]) -> Vec<usize> {
+    let total: usize = caps.iter().sum();
+    if n >= total {
+        return caps.to_vec();
+    }
+    let mut want: Vec<usize> = caps.iter().map(|&c| c * n / total).collect();
+    let mut left = n - want.iter().sum::<usize>();
+    let mut order: Vec<usize> = (0..caps.len()).collect();
+    // Largest remainder first; the first child on ties, so that a small job stays compact.
+    order.sort_by_key(|&c| (std::cmp::Reverse((caps[c] * n) % total), c));
+    for &c in order.iter().cycle().take(caps.len() * 2) {
+        if left == 0 {
+            break;
+        }
+        if want[c] < caps[c] {
+            want[c] += 1;
+            left -= 1;
+        }
+    }
+    want
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_follow_capacity() {
+        assert_eq!(shares(10, &[4, 6]), vec![4, 6]);
+        assert_eq!(shares(12, &[4, 6]), vec![4, 6]);
+        assert_eq!(shares(5, &[4, 6]), vec![2, 3]);
+        assert_eq!(shares(1, &[3, 3, 3]), vec![1, 0, 0]);
+        assert_eq!(shares(2, &[1, 8]), vec![0, 2]);
+        for n in 0..=24 {
+            let w = shares(n, &[5, 7, 12]);
+            assert_eq!(w.iter().sum::<usize>(), n);
+            assert!(w.iter().zip([5, 7, 12]).all(|(&a, c)| a <= c), "{n}: {w:?}");
+        }
+    }
     use crate::matrix::patterns;
 
     #[test]

@@ -66,9 +66,13 @@ fn per_step(c: &mut Criterion) {
     for name in [
         "Intel-KnightsLanding-XeonPhi-7210.xml",
         "Intel-Skylake-2xXeon6140.xml",
+        "AMD-19h-Zen3-2xEpyc-7763.xml",
     ] {
         let Some(path) = shared(name) else { continue };
-        let short = name.split('-').nth(1).unwrap_or(name);
+        let short = name
+            .split('-')
+            .nth(if name.starts_with("AMD") { 2 } else { 1 })
+            .unwrap_or(name);
         g.bench_function(format!("{short}/bare-hwloc-xml-load"), |b| {
             b.iter(|| {
                 TopologyBuilder::new()

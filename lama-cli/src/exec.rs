@@ -340,9 +340,8 @@ fn host_name() -> String {
     host.trim().to_string()
 }
 
-/// This rank placed by the layout, as the plugin places a node's tasks.
-/// Places this rank by the layout among `step_pus` CPUs (`machine`), `-c` counted as the
-/// plugin counts it: in threads, or in cores where every CPU asked for brought a whole core's
+/// This rank placed by the layout, as the plugin places a node's tasks: among `step_pus` CPUs
+/// (`machine`), `-c` counted as the plugin counts it: in threads, or in cores where every CPU asked for brought a whole core's
 /// threads ([`lama_slurm::cpus_per_task::step_unit`], from this node's ranks).
 fn by_layout(
     args: &ExecArgs,

@@ -280,12 +280,16 @@ class lama_mpi_exec(LamaMpi):
         launcher = self.current_environ.extras['mpi_launcher'].format(n=self.num_tasks)
         self.job.launcher = getlauncher('local')()
         self.executable = f'{launcher} lama exec --map scbnh -- ./lama-task.sh'
-        # The preview of `lama exec --map scbnh` is lama map's for the layout alone: the
-        # plugin takes no part, so no --expect.
-        self.executable_opts = self.program() + ['> tasks.out']
-        self.prerun_cmds = [f'lama map --topology "{self.topology}" --restrict "{JOB_CPUS}" '
-                            f'--node-names "$SLURMD_NODENAME" --np {self.num_tasks} '
-                            '--map scbnh --json > preview.json']
+
+    def expect(self):
+        # The plugin takes no part (no srun line to preview for --expect): the ranks are
+        # compared with lama map's preview of the layout alone.
+        return []
+
+    def preview_cmds(self):
+        return [f'lama map --topology "{self.topology}" --restrict "{JOB_CPUS}" '
+                f'--node-names "$SLURMD_NODENAME" --np {self.num_tasks} '
+                '--map scbnh --json > preview.json']
 
 
 @rfm.simple_test

@@ -92,7 +92,9 @@ fn after_help() -> String {
     }
     text += "\nExit status:\n";
     for (code, meaning) in manual::EXIT_STATUS {
-        text += &format!("  {code}  {meaning}\n");
+        // Written for 80 columns with a hanging indent, so that clap has nothing to wrap.
+        let wrapped = lama_engine::render::wrap(meaning, 80 - 5).replace("\n  ", "\n     ");
+        text += &format!("  {code}  {wrapped}\n");
     }
     text += "\nJSON output (--json): lama(1), section JSON OUTPUT; fields are only ever added.";
     text

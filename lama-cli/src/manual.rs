@@ -38,34 +38,42 @@ lama plan --json prints {\"processes\":[...],\"cost\":{\"winner\":NAME,\"plan\":
 /// The layout language, with a worked example and the spellings of Slurm and Open MPI (in
 /// `lama map --help` and lama(1)).
 pub const LANGUAGE: &str = "\
-The layout (--map) is a string of level tokens, innermost (fastest-varying) first:
-  n node  b board  s socket (package)  D die  N NUMA node  L3 L2 L1 caches  c core  h hardware thread
-Ranks are dealt round-robin over the leftmost level; each time it wraps, the next level
-advances. n and h are added at the end when missing. Aliases: core = csbnh, socket = scbnh,
-numa = Nscbnh, node = nscbh, hwthread = hcsbn (binds 1h unless --bind), l3cache = L3scbnh
-(as Open MPI's --map-by of the same word).
+The layout (--map) is a string of level tokens, innermost (fastest-varying)
+first:
+  n node  b board  s socket (package)  D die  N NUMA node  L3 L2 L1 caches
+  c core  h hardware thread
+Ranks are dealt round-robin over the leftmost level; each time it wraps, the
+next level advances. n and h are added at the end when missing. Aliases: core
+= csbnh, socket = scbnh, numa = Nscbnh, node = nscbh, hwthread = hcsbn (binds
+1h unless --bind), l3cache = L3scbnh (as Open MPI's --map-by of the same
+word).
 
-Worked example: 2 nodes of 2 sockets x 2 cores (\"pack:2 core:2 pu:1\": cores P#0-1 in socket
-0, P#2-3 in socket 1), 4 ranks, one core each:
-  csbnh  cores first:   rank 0 node0 P#0, 1 node0 P#1, 2 node0 P#2, 3 node0 P#3   (fill a node in order)
-  scbnh  sockets first: rank 0 node0 P#0, 1 node0 P#2, 2 node0 P#1, 3 node0 P#3   (alternate sockets)
-  nscbh  nodes first:   rank 0 node0 P#0, 1 node1 P#0, 2 node0 P#2, 3 node1 P#2   (alternate nodes, then sockets)
-That is LAMA's own order across nodes (lama map -m arbitrary; srun -m arbitrary with the
-SLURM_HOSTFILE that --hostfile writes). A plain srun deals the ranks to the nodes itself (-m
-block by default: ranks 0,1 on node0, 2,3 on node1) and the plugin places each node's ranks by
-the layout; lama map shows that by default, with -m cyclic or -m plane=P as srun's -m.
+Worked example: 2 nodes of 2 sockets x 2 cores (\"pack:2 core:2 pu:1\": cores
+P#0-1 in socket 0, P#2-3 in socket 1), 4 ranks, one core each:
+  layout  rank 0     rank 1     rank 2     rank 3
+  csbnh   node0 P#0  node0 P#1  node0 P#2  node0 P#3  cores: a node in order
+  scbnh   node0 P#0  node0 P#2  node0 P#1  node0 P#3  sockets alternate
+  nscbh   node0 P#0  node1 P#0  node0 P#2  node1 P#2  nodes, then sockets
+That is LAMA's own order across nodes (lama map -m arbitrary; srun -m
+arbitrary with the SLURM_HOSTFILE that --hostfile writes). A plain srun deals
+the ranks to the nodes itself (-m block by default: ranks 0,1 on node0, 2,3 on
+node1) and the plugin places each node's ranks by the layout; lama map shows
+that by default, with -m cyclic or -m plane=P as srun's -m.
 
-The binding (--bind) is <count><token>: 1c one core, 2c two cores, 1s the socket, 1N the NUMA
-node, 1h one hardware thread, none. The MPPR (--mppr, maximum processes per resource) is a list
-of count:token limits: 1:c,2:s allows at most one rank per core and two per socket; positions
-over a limit are skipped.
+The binding (--bind) is <count><token>: 1c one core, 2c two cores, 1s the
+socket, 1N the NUMA node, 1h one hardware thread, none. The MPPR (--mppr,
+maximum processes per resource) is a list of count:token limits: 1:c,2:s
+allows at most one rank per core and two per socket; positions over a limit
+are skipped.
 
-Oversubscribing (--oversubscribe) after a pass that the MPPR cut short, a departure from Open
-MPI 1.8's LAMA: the next pass ignores the limits and fills the positions still free first,
-then starts again from the first position. With \"pack:2 core:2 pu:1\", --np 3, --map csbnh,
---bind 1h and --mppr 1:s, ranks 0 and 1 take PU 0 and PU 2, and rank 2 goes to PU 1, where a
-pass restarted from the first position (the paper's rule, Open MPI 1.8) would stack it on
-PU 0 beside rank 0 while PUs 1 and 3 stay idle. No CPU is shared while one is free.
+Oversubscribing (--oversubscribe) after a pass that the MPPR cut short, a
+departure from Open MPI 1.8's LAMA: the next pass ignores the limits and fills
+the positions still free first, then starts again from the first position.
+With \"pack:2 core:2 pu:1\", --np 3, --map csbnh, --bind 1h and --mppr 1:s,
+ranks 0 and 1 take PU 0 and PU 2, and rank 2 goes to PU 1, where a pass
+restarted from the first position (the paper's rule, Open MPI 1.8) would stack
+it on PU 0 beside rank 0 while PUs 1 and 3 stay idle. No CPU is shared while
+one is free.
 
 Coming from Slurm or Open MPI:
   srun -m block:block --cpu-bind=cores        --map csbnh --bind 1c
@@ -75,21 +83,28 @@ Coming from Slurm or Open MPI:
   mpirun --map-by package --bind-to package   --map scbnh --bind 1s
   mpirun --map-by numa --bind-to numa         --map Nscbnh --bind 1N
   mpirun --map-by ppr:2:package               --map csbnh --mppr 2:s
-What Slurm itself gives each task, without LAMA: --slurm with srun's options (-m, -c,
---cpu-bind, --hint, ...), or a pasted line without --lama-map; --compare shows it beside a
-layout, rank by rank.";
+What Slurm itself gives each task, without LAMA: --slurm with srun's options
+(-m, -c, --cpu-bind, --hint, ...), or a pasted line without --lama-map;
+--compare shows it beside a layout, rank by rank.";
 
-/// Examples (also in `lama --help`).
+/// Examples (also in `lama --help`), each line within 76 columns: `lama --help` indents
+/// them by two (a `\` or `|` at a line's end continues the command).
 pub const EXAMPLES: &str = "\
-lama map --topology \"pack:2 core:4 pu:2\" --nodes 2 --np 24 --map scbnh --bind none -m arbitrary
+lama map --topology \"pack:2 core:4 pu:2\" --nodes 2 --np 24 --map scbnh \\
+    --bind none -m arbitrary
 lama map --topology node.xml --np 8 --map socket --bind 1c --json
-lama map --topology node.xml --np 4 --cpus-per-task 4 --map scbnh --membind local
-lama map --topology node.xml --nodes 3 --np 7 --map scbnh --distribution cyclic
-lama map --topology a.xml --topology b.xml --np 6 --map scbnh --node-names n[1-2] --restrict n2=0-3
-lama map --topology node.xml --np 8 --cpus-per-task 2 --map scbnh --env --omp
-lama map --topology node.xml --nodes 4000 --np 288000 --map scbnh --ranks 1000-1099
-lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml --node-names node[1-4] --out job
-srun -N2 -n8 --lama-map=scbnh lama verify --json | lama verify --collect --np 8
+lama map --topology node.xml --np 4 --cpus-per-task 4 --map scbnh \\
+    --membind local
+lama map --topology node.xml --nodes 3 --np 7 --map scbnh -m cyclic
+lama map --topology a.xml --topology b.xml --np 6 --map scbnh \\
+    --node-names n[1-2] --restrict n2=0-3
+lama map --topology node.xml --np 8 -c 2 --map scbnh --env --omp
+lama map --topology node.xml --nodes 4000 --np 288000 --map scbnh \\
+    --ranks 1000-1099
+lama plan --matrix comm.mat --np 96 --topology /etc/slurm/topology/%n.xml \\
+    --node-names node[1-4] --out job
+srun -N2 -n8 --lama-map=scbnh lama verify --json |
+    lama verify --collect --np 8
 srun -n4 --lama-map=scbnh lama verify -- ./app
 lama topology host
 lama export /etc/slurm/topology/$(hostname -s).xml

@@ -231,3 +231,25 @@ fn help_is_wrapped_to_the_terminal() {
         }
     }
 }
+
+/// The texts written for the terminal (the layout language, the examples, the exit statuses)
+/// come out at 80 columns as at 200: each line fits, so clap has nothing to wrap and no line
+/// breaks mid-phrase or loses its indent.
+#[test]
+fn texts_written_for_80_columns_are_not_wrapped_again() {
+    for (args, from) in [
+        (&["--help"][..], "Examples:"),
+        (&["map", "--help"], "The layout (--map) is"),
+    ] {
+        let tail = |cols| {
+            let text = lama_on_terminal(cols, args);
+            let at = text
+                .find(from)
+                .unwrap_or_else(|| panic!("lama {args:?}: no {from:?} in\n{text}"));
+            text[at..].to_string()
+        };
+        let (narrow, wide) = (tail(80), tail(200));
+        assert!(narrow.lines().count() > 10, "lama {args:?}:\n{narrow}");
+        assert_eq!(narrow, wide, "lama {args:?}: wrapped again at 80 columns");
+    }
+}

@@ -157,8 +157,9 @@ pub fn planned_environment(
 }
 
 /// The `--lama-verbose` line of a rank placed by a plan, on node `node` as local task `local`
-/// of process `pid`: its mask and CPUs, the memory it is bound to (`mems`), and where its CPUs
-/// are in a few words (the compact picture, `package[0][core:0-1]`).
+/// of process `pid`, as [`crate::node_env::verbose_line`] writes a layout's: its CPUs, the
+/// memory it is bound to (`mems`), and where its CPUs are in a few words (the compact
+/// picture, `package[0][core:0-1]`).
 pub fn verbose_line(
     node: &str,
     local: impl fmt::Display,
@@ -167,10 +168,9 @@ pub fn verbose_line(
     mems: Option<(Membind, &CpuList)>,
 ) -> String {
     format!(
-        "lama-plan - {node}, task {:>2} {:>2} [{pid}]: mask {} set (cpus {}) {}{}",
+        "lama plan - {node}, task {:>2} {:>2} [{pid}]: cpus {} {}{}",
         task.global,
         local,
-        crate::node_env::hex_mask(&task.cpus),
         task.cpus,
         task.picture,
         mems.map(|(policy, m)| format!(", mems {m} {policy}"))
@@ -264,10 +264,10 @@ mod tests {
         assert_eq!(tasks[1].cpus.to_string(), "0-1");
         assert_eq!(tasks[1].picture, "package[0][core:0-1]");
         assert_eq!(tasks[1].omp_places, "{0},{1}");
-        // The verbose line, by hand: global rank 2, local task 1, CPUs 0-1 (mask 0x3), PU 1.
+        // The verbose line, by hand: global rank 2, local task 1, CPUs 0-1, PU 1.
         assert_eq!(
             verbose_line("n1", 1, 42, &tasks[1], None),
-            "lama-plan - n1, task  2  1 [42]: mask 0x3 set (cpus 0-1) package[0][core:0-1]"
+            "lama plan - n1, task  2  1 [42]: cpus 0-1 package[0][core:0-1]"
         );
         let env = planned_environment(&tasks[1], None);
         assert!(env.contains(&("OMP_PLACES", "{0},{1}".to_string())));

@@ -794,9 +794,8 @@ mod tests {
         let req = request("gcsbnh", None, false);
         assert_eq!(lama_bind(&req, &tasks[0]), "2c");
         assert_eq!(lama_bind(&req, &tasks[1]), "2c");
-        assert!(
-            crate::task_env::verbose_line(&req, "n", 0, 1, &tasks[0]).starts_with("lama-bind=2c ")
-        );
+        assert!(crate::task_env::verbose_line(&req, "n", 0, 1, &tasks[0])
+            .starts_with("lama gcsbnh:2c "));
         // Without -c, by default each task's share of the CPUs near its GPU: one task per
         // package of 2 cores, 2c as with -c 2. An asked --lama-bind=1c is kept.
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();

@@ -28,8 +28,7 @@ mod tests {
             .tasks;
         assert_eq!(
             verbose_line(&plan, "node1", 1, 4242, &tasks[1]),
-            "lama-bind=1c layout=scbnh - node1, task  1  1 [4242]: mask 0x30 set (cpus 4-5) \
-             package[1][core:2]"
+            "lama scbnh:1c - node1, task  1  1 [4242]: cpus 4-5 package[1][core:2]"
         );
         let env = task_environment(&plan, &tasks[1]);
         assert!(env.contains(&("LAMA_CPUS", "4-5".to_string())));
@@ -96,7 +95,7 @@ mod tests {
         assert!(env.contains(&("LAMA_MEMS", "1".to_string())));
         assert!(env.contains(&("LAMA_MEMBIND", "local".to_string())));
         assert!(verbose_line(&plan, "n", 1, 1, &tasks[1])
-            .contains("(cpus 2) package[1][core:2], mems 1 local"));
+            .contains(": cpus 2 package[1][core:2], mems 1 local"));
         // A whole-node binding touches both NUMA nodes.
         plan.bind = Some(Bind::parse("1n").unwrap());
         plan.membind = Membind::Preferred;

@@ -269,8 +269,8 @@ t_oversubscription() {
 
 t_verbose_one_line_per_task() {
     run_srun -N3 -n6 --lama-map=scbnh --lama-bind=1c --lama-verbose || fail "srun failed" || return 1
-    assert_eq "verbose lines" "6" "$(grep -c '^lama-bind=1c layout=scbnh - node[1-3], task' "$work/err")" || return 1
-    grep -qE '^lama-bind=1c layout=scbnh - node2, task +[23] +[01] \[[0-9]+\]: mask 0x3 set \(cpus 0-1\) package\[0\]\[core:0\]$' "$work/err" \
+    assert_eq "verbose lines" "6" "$(grep -c '^lama scbnh:1c - node[1-3], task' "$work/err")" || return 1
+    grep -qE '^lama scbnh:1c - node2, task +[23] +[01] \[[0-9]+\]: cpus 0-1 package\[0\]\[core:0\]$' "$work/err" \
         || fail "node2's line: $(grep node2 "$work/err")"
 }
 
@@ -688,7 +688,7 @@ t_membind() {
     # The verbose line shows the nodes.
     as_user srun -w node1 -n1 --lama-map=scbnh --lama-membind=local --lama-verbose true 2> "$work/err" \
         || fail "srun failed: $(cat "$work/err")" || return 1
-    grep -qF "(cpus 0) package[0][core:0], mems 0 local" "$work/err" || fail "verbose: $(cat "$work/err")" || return 1
+    grep -qF ": cpus 0 package[0][core:0], mems 0 local" "$work/err" || fail "verbose: $(cat "$work/err")" || return 1
     # The site default, and a bad value refused before launch.
     set_plugstack "membind=local"
     as_user srun -w node1 -n1 --lama-map=scbnh bash -c "$report" > "$work/mem" 2> "$work/err"
@@ -1004,7 +1004,7 @@ t_plan_in_heterogeneous_step() {
     report_complete 6 || return 1
     assert_eq "each task as planned (by hand)" "node2:1 node2:0 node1:1 node1:0 node3:1 node3:0" "$(actual_cpus)" || return 1
     assert_eq "as the plan says" "$(planned_cpus het)" "$(actual_cpus)" || return 1
-    assert_eq "verbose lines" 6 "$(grep -c '^lama-plan - node[1-3], task ' "$work/err")" || return 1
+    assert_eq "verbose lines" 6 "$(grep -c '^lama plan - node[1-3], task ' "$work/err")" || return 1
     # Ranks 0-1 on node1 and 2-3 on node2: as many tasks per node as Slurm starts, but not the
     # ranks it gives there. Each task's SLURM_PROCID is checked: none of theirs runs (node3's,
     # planned as Slurm numbers them, may run before the step is stopped).
@@ -1241,8 +1241,8 @@ topology_order_steps() {
     assert_eq "against lama map" "$(predict --map scbnh --bind 1c)" "$(actual_cpus)" || return 1
     assert_eq "by hand" "${hand[*]}" "$(actual_cpus)" || return 1
     assert_eq "--lama-verbose: rank, node, local id, CPUs" "$(IFS='|'; echo "${verbose[*]}")" \
-        "$(grep '^lama-bind=1c layout=scbnh - ' "$work/err" \
-            | sed -E 's/^lama-bind=1c layout=scbnh - (node[0-9]+), task +([0-9]+) +([0-9]+) \[[0-9]+\]: mask 0x[0-9a-f]+ set \(cpus ([0-9,-]+)\)[, ].*/\2 \1 \3 \4/' \
+        "$(grep '^lama scbnh:1c - ' "$work/err" \
+            | sed -E 's/^lama scbnh:1c - (node[0-9]+), task +([0-9]+) +([0-9]+) \[[0-9]+\]: cpus ([0-9,-]+) .*/\2 \1 \3 \4/' \
             | sort -n | paste -sd'|')" || return 1
     # The hint comes once, from the step's node 0 (S_JOB_NODEID), which is node1, the first
     # name, wherever rank 0 runs; it names the node whose shape it assumed.
@@ -1285,8 +1285,8 @@ topology_order_steps() {
     assert_eq "each task as planned" "$(planned_cpus ranked)" "$(actual_cpus)" || return 1
     assert_eq "the plan by hand" "${order[0]}:1 ${order[0]}:0 ${order[1]}:1 ${order[1]}:0 ${order[2]}:1 ${order[2]}:0" "$(actual_cpus)" || return 1
     assert_eq "--lama-verbose of the plan: rank, node, CPUs" "$(awk '$1 == "rank" { print $2, $3, $7 }' "$work/ranked.lama" | paste -sd'|')" \
-        "$(grep '^lama-plan - ' "$work/err" \
-            | sed -E 's/^lama-plan - (node[0-9]+), task +([0-9]+) +[0-9]+ \[[0-9]+\]: mask 0x[0-9a-f]+ set \(cpus ([0-9,-]+)\)[, ].*/\2 \1 \3/' \
+        "$(grep '^lama plan - ' "$work/err" \
+            | sed -E 's/^lama plan - (node[0-9]+), task +([0-9]+) +[0-9]+ \[[0-9]+\]: cpus ([0-9,-]+) .*/\2 \1 \3/' \
             | sort -n | paste -sd'|')" || return 1
     run_srun -N3 -n6 --lama-plan=/tmp/other.lama && { fail "a plan against Slurm's rank order ran"; return 1; }
     grep -qF "lama: ${order[0]}: --lama-plan: rank 0 is planned on ${other[0]} but Slurm started it on ${order[0]}" "$work/err" \
@@ -1313,7 +1313,7 @@ topology_order_steps() {
     assert_eq "heterogeneous step by hand" "${hand_het[*]}" "$(actual_cpus)" || return 1
     local slurm_lines lama_lines
     slurm_lines=$(sed -nE 's/^cpu-bind=MASK - (node[0-9]+), task +([0-9]+) +([0-9]+) .*/\1 \2 \3/p' "$work/err" | sort | paste -sd'|')
-    lama_lines=$(sed -nE 's/^lama-bind=1c layout=scbnh - (node[0-9]+), task +([0-9]+) +([0-9]+) .*/\1 \2 \3/p' "$work/err" | sort | paste -sd'|')
+    lama_lines=$(sed -nE 's/^lama scbnh:1c - (node[0-9]+), task +([0-9]+) +([0-9]+) .*/\1 \2 \3/p' "$work/err" | sort | paste -sd'|')
     assert_eq "heterogeneous step: Slurm's verbose lines, by hand" \
         "$(printf '%s\n' "${het[0]} 0 0" "${het[0]} 1 1" "${het[1]} 2 0" "${het[1]} 3 1" "node2 0 0" "node2 1 1" | sort | paste -sd'|')" "$slurm_lines" || return 1
     assert_eq "heterogeneous step: LAMA's verbose lines as Slurm's" "$slurm_lines" "$lama_lines"

@@ -292,46 +292,6 @@ impl std::fmt::Display for SlurmGpuBind {
     }
 }
 
-/// Whether Slurm numbers GPUs from 0 as each step and task sees them (`CUDA_VISIBLE_DEVICES`,
-/// and in a task bound by `per_task`, its own `SLURM_STEP_GPUS` too) instead of by their index
-/// on the node: when `TaskPlugin` includes task/cgroup and cgroup.conf says
-/// `ConstrainDevices=yes` (`gres_use_local_device_index` in Slurm's `src/interfaces/gres.c`).
-/// `slurm_conf` and `cgroup_conf` are the files' texts (`None`: no cgroup.conf, whose default
-/// is `ConstrainDevices=no`). Keys are case-insensitive and `#` starts a comment, as in Slurm.
-pub fn numbers_gpus_locally(task_plugin: Option<&str>, cgroup_conf: Option<&str>) -> bool {
-    let cgroup_tasks = task_plugin.is_some_and(|v| v.to_ascii_lowercase().contains("cgroup"));
-    cgroup_tasks
-        && cgroup_conf
-            .and_then(|c| conf_value(c, "ConstrainDevices"))
-            .is_some_and(|v| slurm_boolean(&v) == Some(true))
-}
-
-/// The last value of `key` in a Slurm configuration file's text: keys are case-insensitive
-/// and `#` starts a comment, as in Slurm.
-pub fn conf_value(text: &str, key: &str) -> Option<String> {
-    text.lines()
-        .filter_map(|line| line.split('#').next())
-        .filter_map(|line| line.trim().split_once('='))
-        .filter(|(k, _)| k.trim().eq_ignore_ascii_case(key))
-        .map(|(_, v)| v.trim().to_string())
-        .next_back()
-}
-
-/// A boolean as Slurm's configuration parser reads it (`s_p_handle_boolean`,
-/// `src/common/parse_value.c`): `yes`, `up`, `true`, `1` or `no`, `down`, `false`, `0`, in any
-/// case; anything else is not a boolean (Slurm refuses it).
-pub fn slurm_boolean(value: &str) -> Option<bool> {
-    let v = value.trim();
-    let any = |words: [&str; 4]| words.iter().any(|w| v.eq_ignore_ascii_case(w));
-    if any(["yes", "up", "true", "1"]) {
-        Some(true)
-    } else if any(["no", "down", "false", "0"]) {
-        Some(false)
-    } else {
-        None
-    }
-}
-
 /// The GPUs per task of a step, from `SLURM_GPUS_PER_TASK` (`[type:]K`) or else
 /// `SLURM_TRES_PER_TASK` (`gres/gpu=K` or `gres/gpu:type=K`, among other TRES; Slurm 24.11
 /// sets only this one); `None` when neither names GPUs, an error when the count is not one.
@@ -580,38 +540,6 @@ mod tests {
         let e = request("csbnh", None, Some("1:g"), Order::Natural, 1, false).unwrap_err();
         assert!(e.contains("counts tasks per GPU"), "{e}");
         assert!(request("gx", None, None, Order::Natural, 1, false).is_err());
-    }
-
-    #[test]
-    fn local_gpu_numbers_follow_task_cgroup_and_constrain_devices() {
-        let conf = "# cluster\nTaskPlugin=task/cgroup,task/affinity\nTaskPluginParam=none\n";
-        let tasks = conf_value(conf, "taskplugin");
-        assert_eq!(tasks.as_deref(), Some("task/cgroup,task/affinity"));
-        let tasks = tasks.as_deref();
-        // Every spelling Slurm's parser takes for true: each task on its own GPU's slot
-        // depends on it (a YAML or Ansible boolean writes True).
-        for yes in ["yes", "YES # all", "true", "True", "1", "up", "Up"] {
-            let cgroup = format!("constraindevices = {yes}\n");
-            assert!(numbers_gpus_locally(tasks, Some(&cgroup)), "{yes}");
-        }
-        for no in ["no", "False", "0", "down", "maybe"] {
-            let cgroup = format!("ConstrainDevices={no}\n");
-            assert!(!numbers_gpus_locally(tasks, Some(&cgroup)), "{no}");
-        }
-        assert!(!numbers_gpus_locally(
-            tasks,
-            Some("#ConstrainDevices=yes\n")
-        ));
-        assert!(!numbers_gpus_locally(tasks, None));
-        assert!(!numbers_gpus_locally(
-            Some("task/affinity"),
-            Some("ConstrainDevices=yes")
-        ));
-        // TaskPlugin behind an Include is Slurm's to read (the plugin asks slurmstepd's own
-        // parsed configuration): not there, it is not guessed.
-        assert!(!numbers_gpus_locally(None, Some("ConstrainDevices=yes")));
-        assert_eq!(slurm_boolean(" TRUE "), Some(true));
-        assert_eq!(slurm_boolean("yess"), None);
     }
 
     #[test]

@@ -21,12 +21,6 @@ const char *lama_slurmd_spooldir(void)
 	return &slurm_conf ? slurm_conf.slurmd_spooldir : NULL;
 }
 
-/* TaskPlugin as Slurm parsed it (Include files and all), or NULL. */
-const char *lama_task_plugin(void)
-{
-	return &slurm_conf ? slurm_conf.task_plugin : NULL;
-}
-
 /*
  * Slurm's functions that map a host to its NodeName (read_config.c, exported by
  * libslurmfull). Weak, like slurm_conf.

@@ -77,22 +77,29 @@ pub struct SlurmPerTask {
     pub per_task: u32,
     /// Local task `i`'s global rank.
     pub globals: Vec<u32>,
-    /// Whether Slurm numbers each task's GPUs from 0 (`ConstrainDevices=yes`), so that a task
-    /// learns its GPUs from the device files it may open, `files`.
-    pub numbered_locally: bool,
     /// The PCI bus id of each step GPU's card, by its place in `SLURM_STEP_GPUS`.
     pub buses: Vec<String>,
-    /// Each step GPU's device files (those that name its card), set by the caller where
-    /// `numbered_locally`.
+    /// Each step GPU's device files (those that name its card), set by the caller: what a
+    /// task may open tells its GPUs ([`SlurmPerTask::own_gpus`]).
     pub files: Option<Vec<Vec<String>>>,
 }
 
 impl SlurmPerTask {
-    /// The task's GPUs (Slurm's indexes): from its own `SLURM_STEP_GPUS` (`given`), which
-    /// slurmstepd rewrites for each task before `task_init`; under `ConstrainDevices=yes`,
-    /// where that holds numbers from 0, from the step's GPUs whose device files the task may
-    /// open (`access`: [`lama_hwloc::device_access`]), the restriction task/cgroup set in
-    /// `task_p_pre_launch_priv` before the task was let run.
+    /// The task's GPUs (Slurm's indexes), from the step GPUs whose device files it may open
+    /// (`access`: [`lama_hwloc::device_access`]), never from how a site spells its
+    /// configuration. Slurm's devices cgroup is the kernel's answer, set before the task was
+    /// let run (`task_p_pre_launch_priv`):
+    /// - a strict subset of the step's GPUs: those are the task's (under `ConstrainDevices`
+    ///   Slurm numbers them from 0 in the task's own variables, so the variables cannot say);
+    /// - all of them (no per-task confinement: `--gres-flags=allow-task-sharing`,
+    ///   `ConstrainDevices=no`): the ones Slurm names for the task in its own
+    ///   `SLURM_STEP_GPUS` (`given`), the node's indexes or, under allow-task-sharing, their
+    ///   places among the step's GPUs (Slurm consolidates the step's bitmap there,
+    ///   `_get_usable_gres` in `src/interfaces/gres.c`); where both readings are possible and
+    ///   name other GPUs, the task's GPUs cannot be told;
+    /// - none: they cannot be told.
+    ///
+    /// Without `files` (tests that judge no access) `given` is taken as the node's indexes.
     pub fn own_gpus(
         &self,
         given: Option<&str>,
@@ -103,9 +110,55 @@ impl SlurmPerTask {
              (SLURM_STEP_GPUS is not set): its GPUs are unknown",
         )?;
         let named = lama_slurm::gpu::parse_indexes(given)?;
-        let Some(files) = self.files.as_ref().filter(|_| self.numbered_locally) else {
+        let step = &self.builder.slurm;
+        let Some(files) = self.files.as_ref() else {
             return Ok(named);
         };
+        let mine = self.openable(files, access)?;
+        if mine.is_empty() {
+            return Err(format!(
+                "this task may open none of the step's GPUs ({})",
+                shown_list(step)
+            ));
+        }
+        if mine.len() < step.len() {
+            return Ok(mine);
+        }
+        // Every step GPU is open to the task: Slurm's numbers for it say which it binds.
+        let as_index = named
+            .iter()
+            .all(|g| step.contains(g))
+            .then(|| named.clone());
+        let as_place = named
+            .iter()
+            .map(|&p| step.get(p as usize).copied())
+            .collect::<Option<Vec<u32>>>();
+        match (as_index, as_place) {
+            (Some(a), Some(b)) if a != b => Err(format!(
+                "this task may open every GPU of the step ({}), and Slurm names GPU(s) {} for \
+                 it, which may be the node's GPU(s) {} or the step's {} by their places \
+                 (--gres-flags=allow-task-sharing numbers them so)",
+                shown_list(step),
+                lama_slurm::hostlist::shown(given),
+                shown_list(&a),
+                shown_list(&b)
+            )),
+            (Some(own), _) | (None, Some(own)) => Ok(own),
+            (None, None) => Err(format!(
+                "Slurm names GPU(s) {} for this task, which are not among the step's GPUs on \
+                 this node ({})",
+                lama_slurm::hostlist::shown(given),
+                shown_list(step)
+            )),
+        }
+    }
+
+    /// The step's GPUs (Slurm's indexes) whose device files the task may open.
+    fn openable(
+        &self,
+        files: &[Vec<String>],
+        access: impl Fn(&std::path::Path) -> std::io::Result<bool>,
+    ) -> Result<Vec<u32>, String> {
         let mut mine = Vec::new();
         for (j, gpu_files) in files.iter().enumerate() {
             let mut judged = Vec::new();
@@ -129,16 +182,6 @@ impl SlurmPerTask {
                     ))
                 }
             }
-        }
-        if mine.len() != named.len() {
-            return Err(format!(
-                "this task may open {} of the step's GPUs ({}) where Slurm names {} for it \
-                 (SLURM_STEP_GPUS={})",
-                mine.len(),
-                shown_list(&mine),
-                named.len(),
-                lama_slurm::hostlist::shown(given)
-            ));
         }
         Ok(mine)
     }

@@ -13,8 +13,8 @@ use crate::placement::{StepCpus, TaskPlacement};
 use crate::request::StepRequest;
 use lama_engine::{place_by_gpu_ranked, Device, DeviceKind, GpuError, GpuRequest, Machine};
 use lama_slurm::gpu::{
-    conf_value, gpus_per_task, group_notes, numbers_gpus_locally, parse_indexes, step_gpus,
-    step_gpus_by_uuid, vendor_tokens, visible_variable, SlurmGpuBind, VendorTokens,
+    gpus_per_task, group_notes, parse_indexes, step_gpus, step_gpus_by_uuid, vendor_tokens,
+    visible_variable, SlurmGpuBind, VendorTokens,
 };
 
 /// The GPUs of a step on this node, as Slurm gave them.
@@ -29,10 +29,6 @@ pub struct StepGpus {
     /// How Slurm binds the GPUs to the tasks (`--gpu-bind`; `per_task` is implied by
     /// `--gpus-per-task`).
     pub binding: SlurmGpuBind,
-    /// Under `per_task` only: whether Slurm numbers each task's GPUs from 0 in its own
-    /// environment ([`lama_slurm::gpu::numbers_gpus_locally`]), so that a task cannot tell
-    /// which GPU it holds; `Err` when that could not be found out.
-    pub numbered_locally: Option<Result<bool, String>>,
     /// Whether the vendor variable names the GPUs by UUID (gres.conf `Flags=env_uuid`), which
     /// then finds each of them in the topology.
     pub uuids: bool,
@@ -43,16 +39,7 @@ pub struct StepGpus {
 }
 
 /// Reads the step's GPUs from its environment (`env`); `vendor` names the variable read.
-/// Under Slurm's `per_task` binding, also whether Slurm numbers each task's GPUs from 0:
-/// certain when the step's vendor variable differs from its `SLURM_STEP_GPUS`, else from
-/// slurm.conf and cgroup.conf (`slurm_conf`, slurmstepd's own: [`crate::slurm_conf::config_file`],
-/// never the job's `SLURM_CONF`; and the cgroup.conf beside it, read by `file`).
-pub fn read(
-    env: impl Fn(&str) -> Option<String>,
-    vendor: &str,
-    slurm_conf: Option<&std::path::Path>,
-    file: impl Fn(&std::path::Path) -> std::io::Result<String>,
-) -> Result<StepGpus, String> {
+pub fn read(env: impl Fn(&str) -> Option<String>, vendor: &str) -> Result<StepGpus, String> {
     let list = env("SLURM_STEP_GPUS")
         .filter(|l| !l.trim().is_empty())
         .ok_or(
@@ -78,56 +65,14 @@ pub fn read(
         env("SLURM_TRES_BIND").as_deref(),
         env("SLURM_GPU_BIND").as_deref(),
     );
-    // UUIDs are the same however Slurm numbers the GPUs: only numbers can tell.
-    let numbers = tokens.as_deref().filter(|_| !uuids);
-    let numbered_locally = binding
-        .own_gpus_per_task()
-        .is_some()
-        .then(|| numbered_locally(&slurm, numbers, slurm_conf, file));
     Ok(StepGpus {
         slurm,
         tokens,
         per_task: per_task.unwrap_or(1),
         binding,
-        numbered_locally,
         uuids,
         cards: None,
     })
-}
-
-/// Whether Slurm numbers the GPUs from 0 in each step and task (see [`StepGpus`]).
-fn numbered_locally(
-    slurm: &[u32],
-    tokens: Option<&[String]>,
-    slurm_conf: Option<&std::path::Path>,
-    file: impl Fn(&std::path::Path) -> std::io::Result<String>,
-) -> Result<bool, String> {
-    let global: Vec<String> = slurm.iter().map(u32::to_string).collect();
-    if tokens.is_some_and(|t| t != global.as_slice()) {
-        return Ok(true);
-    }
-    let path = slurm_conf.ok_or(
-        "slurmstepd has no SLURM_CONF of its own (slurmd sets it), so slurm.conf cannot be read",
-    )?;
-    // TaskPlugin as slurmstepd itself parsed it (Include files too), where it can say; the
-    // file's own line only outside Slurm (tests).
-    let task_plugin = match crate::slurm_conf::task_plugin() {
-        Some(t) => Some(t),
-        None => {
-            let conf = file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            conf_value(&conf, "TaskPlugin")
-        }
-    };
-    let cgroup = path.with_file_name("cgroup.conf");
-    let cgroup_conf = match file(&cgroup) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("cannot read {}: {e}", cgroup.display())),
-    };
-    Ok(numbers_gpus_locally(
-        task_plugin.as_deref(),
-        cgroup_conf.as_deref(),
-    ))
 }
 
 /// The GPUs of `machine` (PCI bus order).
@@ -182,27 +127,14 @@ pub struct PlacedHere {
     pub notes: Vec<String>,
 }
 
-/// Under Slurm's `per_task:K`: whether LAMA can tell each task's GPUs (see
-/// [`SlurmPerTask`]), else why not; `Ok(true)` when Slurm numbers each task's GPUs from 0.
-fn per_task_numbering(
+/// Under Slurm's `per_task:K`: that this node's tasks can each have `k` GPUs of the step's,
+/// else why not. Which they are each task learns as it starts (see [`SlurmPerTask`]).
+fn per_task_count(
     gpus: &StepGpus,
     binding: &SlurmGpuBind,
     k: u32,
     tasks: usize,
-) -> Result<bool, String> {
-    let way_out = "give --gpu-bind=none to let LAMA choose each task's GPUs (each task can \
-                   then open all the step's GPUs)";
-    // Always read under per_task (see `read`).
-    let numbered_locally = gpus
-        .numbered_locally
-        .clone()
-        .unwrap_or_else(|| Err("it was not read".to_string()))
-        .map_err(|why| {
-            format!(
-                "Slurm binds {k} GPU(s) to each task itself ({binding}), and whether it names \
-                 each task's GPUs by their node index could not be found out ({why}): {way_out}"
-            )
-        })?;
+) -> Result<u32, String> {
     let wanted = tasks * k as usize;
     if wanted > gpus.slurm.len() {
         return Err(format!(
@@ -211,7 +143,7 @@ fn per_task_numbering(
             gpus.slurm.len()
         ));
     }
-    Ok(numbered_locally)
+    Ok(k)
 }
 
 /// Why a layout led by 'g' is refused under a Slurm binding where tasks share GPUs, or that
@@ -252,7 +184,7 @@ pub fn place_here(
     let step = step_devices(machine, gpus)?;
     let per_task = match (&gpus.binding, gpus.binding.own_gpus_per_task()) {
         (SlurmGpuBind::None, _) => None,
-        (b, Some(k)) => Some((k, per_task_numbering(gpus, b, k, globals.len())?)),
+        (b, Some(k)) => Some(per_task_count(gpus, b, k, globals.len())?),
         (b, None) => return Err(shared_binding(b)),
     };
     let req = GpuRequest {
@@ -260,7 +192,7 @@ pub fn place_here(
         bind: (!options.bind_gpu).then(|| request.binding()),
         mppr: request.mppr.clone(),
         per_gpu: options.per_gpu,
-        gpus_per_task: per_task.map_or(gpus.per_task, |(k, _)| k),
+        gpus_per_task: per_task.unwrap_or(gpus.per_task),
         order: request.order,
         oversubscribe: overcommit,
         fixed: per_task.is_some(),
@@ -290,9 +222,7 @@ pub fn place_here(
         overcommit,
     };
     match per_task {
-        Some((k, numbered_locally)) => {
-            here.slurm_binds(builder, k, numbered_locally, request.verbose)
-        }
+        Some(k) => here.slurm_binds(builder, k, request.verbose),
         None => here.lama_chooses(&builder),
     }
 }
@@ -341,7 +271,6 @@ impl Here<'_> {
         &self,
         builder: TaskBuilder,
         k: u32,
-        numbered_locally: bool,
         verbose: bool,
     ) -> Result<PlacedHere, String> {
         let placed = lama_engine::place_gpu_slots(self.machine, self.step, self.req, NO_GPU_HERE)
@@ -361,7 +290,6 @@ impl Here<'_> {
             slots: placed.tasks,
             per_task: k,
             globals: self.globals.to_vec(),
-            numbered_locally,
             buses: self.step.iter().map(|d| d.bus_id.clone()).collect(),
             files: None,
         };
@@ -425,9 +353,6 @@ mod tests {
     use crate::config::SiteConfig;
 
     /// slurmstepd's own slurm.conf in these tests.
-    fn conf() -> Option<&'static std::path::Path> {
-        Some(std::path::Path::new("/etc/slurm/slurm.conf"))
-    }
     use crate::request::{resolve, UserOptions};
     use lama_engine::{CpuList, DeviceSpec, Level, MachineBuilder};
 
@@ -467,79 +392,43 @@ mod tests {
         b.build().unwrap()
     }
 
-    fn no_files(path: &std::path::Path) -> std::io::Result<String> {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            path.display().to_string(),
-        ))
-    }
-
-    /// slurm.conf with task/cgroup, and cgroup.conf without ConstrainDevices.
-    fn cgroup_tasks(path: &std::path::Path) -> std::io::Result<String> {
-        match path.to_str() {
-            Some("/etc/slurm/slurm.conf") => Ok("TaskPlugin=task/cgroup,task/affinity\n".into()),
-            Some("/etc/slurm/cgroup.conf") => Ok("ConstrainCores=yes\n".into()),
-            _ => no_files(path),
-        }
-    }
-
-    /// The same with ConstrainDevices=yes.
-    fn constrained(path: &std::path::Path) -> std::io::Result<String> {
-        match path.to_str() {
-            Some("/etc/slurm/cgroup.conf") => Ok("ConstrainDevices=yes\n".into()),
-            _ => cgroup_tasks(path),
-        }
-    }
-
     #[test]
-    fn how_slurm_numbers_each_tasks_gpus_is_known_or_the_step_refused() {
-        // Under ConstrainDevices=yes Slurm numbers each task's GPUs from 0 (seen on 24.11 and
-        // 26.05: a task holding GPU 2 has SLURM_STEP_GPUS=0): each task then learns its GPUs
-        // from the device files it may open (see the next test).
-        let vars = |cvd: &'static str| {
-            [
-                ("SLURM_STEP_GPUS", "0,2"),
-                ("CUDA_VISIBLE_DEVICES", cvd),
-                ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
-            ]
-        };
-        let place = |gpus: &StepGpus| {
-            place_here(
+    fn a_per_task_step_is_placed_however_the_site_spells_its_configuration() {
+        // Under per_task the step's GPUs get slots whatever cgroup.conf says (no file is
+        // read: ConstrainDevices=yes, True, 1 or behind an Include are all the same here);
+        // each task learns its GPUs from what it may open (the next tests). More tasks than
+        // GPUs: refused, saying so.
+        for cvd in ["0,1", "0,2"] {
+            let gpus = read(
+                env_of(&[
+                    ("SLURM_STEP_GPUS", "0,2"),
+                    ("CUDA_VISIBLE_DEVICES", cvd),
+                    ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+                ]),
+                "NVIDIA",
+            )
+            .unwrap();
+            let placed = place_here(
                 &node(),
                 &request("gcsbnh", None, false),
-                gpus,
+                &gpus,
                 &[0, 1],
                 false,
                 StepCpus::default(),
             )
-        };
-        // Seen in the step's own numbers (0,1 for GPUs 0 and 2), whatever the files say.
-        let gpus = read(env_of(&vars("0,1")), "NVIDIA", conf(), no_files).unwrap();
-        assert_eq!(gpus.numbered_locally, Some(Ok(true)));
-        assert!(place(&gpus).unwrap().per_task.unwrap().numbered_locally);
-        let gpus = read(env_of(&vars("0,2")), "NVIDIA", conf(), no_files).unwrap();
-        assert!(place(&gpus).is_err());
-        // GPUs 0 and 1 look the same both ways: cgroup.conf decides.
-        let same = [
-            ("SLURM_STEP_GPUS", "0,1"),
-            ("CUDA_VISIBLE_DEVICES", "0,1"),
-            ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
-        ];
-        let gpus = read(env_of(&same), "NVIDIA", conf(), constrained).unwrap();
-        assert_eq!(gpus.numbered_locally, Some(Ok(true)));
-        let gpus = read(env_of(&same), "NVIDIA", conf(), cgroup_tasks).unwrap();
-        assert_eq!(gpus.numbered_locally, Some(Ok(false)));
-        assert!(place(&gpus).is_ok());
-        // Unknown: refused, saying why.
-        let gpus = read(env_of(&same), "NVIDIA", None, constrained).unwrap();
-        let e = place(&gpus).unwrap_err();
-        assert!(
-            e.contains("slurmstepd has no SLURM_CONF of its own") && e.contains("--gpu-bind=none"),
-            "{e}"
-        );
-        let gpus = read(env_of(&same), "NVIDIA", conf(), no_files).unwrap();
-        let e = place(&gpus).unwrap_err();
-        assert!(e.contains("cannot read /etc/slurm/slurm.conf"), "{e}");
+            .unwrap();
+            assert_eq!(placed.per_task.unwrap().slots.len(), 2);
+            let e = place_here(
+                &node(),
+                &request("gcsbnh", None, false),
+                &gpus,
+                &[0, 1, 2],
+                false,
+                StepCpus::default(),
+            )
+            .unwrap_err();
+            assert!(e.contains("need 3 GPU(s) where the step has 2 here"), "{e}");
+        }
     }
 
     fn pair(p: PlacedHere) -> (Vec<TaskPlacement>, Vec<String>) {
@@ -623,8 +512,6 @@ mod tests {
         let gpus = read(
             env_of(&[("SLURM_STEP_GPUS", "1,2"), ("CUDA_VISIBLE_DEVICES", "0,1")]),
             "NVIDIA",
-            conf(),
-            no_files,
         )
         .unwrap();
         let (tasks, notes) = place_here(
@@ -660,7 +547,7 @@ mod tests {
             ("SLURM_STEP_GPUS", "0,2"),
             ("CUDA_VISIBLE_DEVICES", "GPU-0000:81:00.0,GPU-0000:01:00.0"),
         ];
-        let gpus = read(env_of(&vars), "NVIDIA", conf(), no_files).unwrap();
+        let gpus = read(env_of(&vars), "NVIDIA").unwrap();
         assert!(gpus.uuids);
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
         // (Its share of the CPUs near its card, by default: package 0's, 0-1.)
@@ -676,14 +563,9 @@ mod tests {
             var(&tasks[1], "CUDA_VISIBLE_DEVICES"),
             Some("GPU-0000:81:00.0,GPU-0000:01:00.0")
         );
-        // Under per_task, UUIDs differ from SLURM_STEP_GPUS without being numbers from 0:
-        // the configuration decides, not the tokens.
-        let per_task = [vars[0], vars[1], ("SLURM_TRES_BIND", "gres/gpu:per_task:1")];
-        let gpus = read(env_of(&per_task), "NVIDIA", conf(), cgroup_tasks).unwrap();
-        assert_eq!(gpus.numbered_locally, Some(Ok(false)));
         // A UUID the topology lacks is refused, naming it.
         let gone = [vars[0], ("CUDA_VISIBLE_DEVICES", "GPU-x,GPU-0000:01:00.0")];
-        let gpus = read(env_of(&gone), "NVIDIA", conf(), no_files).unwrap();
+        let gpus = read(env_of(&gone), "NVIDIA").unwrap();
         let e = two_tasks("gcsbnh", &gpus).unwrap_err();
         assert!(e.contains("GPU-x"), "{e}");
         // MIG instances are refused when the step is read, with the reason.
@@ -694,7 +576,7 @@ mod tests {
                 "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",
             ),
         ];
-        let e = read(env_of(&mig), "NVIDIA", conf(), no_files).unwrap_err();
+        let e = read(env_of(&mig), "NVIDIA").unwrap_err();
         assert!(e.contains("MIG instances"), "{e}");
     }
 
@@ -704,7 +586,7 @@ mod tests {
         // the card at 81:00.0 (CPUs 2-3), its GPU 2 the card at 01:00.0 (CPUs 0-1). By index
         // the task holding Slurm's GPU 0 would be put on CPU 0, beside the far card.
         let vars = [("SLURM_STEP_GPUS", "0,2"), ("CUDA_VISIBLE_DEVICES", "0,2")];
-        let mut gpus = read(env_of(&vars), "NVIDIA", conf(), no_files).unwrap();
+        let mut gpus = read(env_of(&vars), "NVIDIA").unwrap();
         gpus.cards = Some(vec!["0000:81:00.0".into(), "0000:01:00.0".into()]);
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
         // (Its share of the CPUs near its card, by default: package 0's, 0-1.)
@@ -736,8 +618,6 @@ mod tests {
                 ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
             ]),
             "NVIDIA",
-            conf(),
-            no_files,
         )
         .unwrap();
         // Local task 0 is global rank 5 and local task 1 rank 4: rank 4 comes first. Two tasks
@@ -769,8 +649,6 @@ mod tests {
         let gpus = read(
             env_of(&[("SLURM_STEP_GPUS", "0,2"), ("CUDA_VISIBLE_DEVICES", "0,2")]),
             "NVIDIA",
-            conf(),
-            no_files,
         )
         .unwrap();
         // -c 2: by hand, each task's GPU is near a package of two one-thread cores, so the
@@ -810,7 +688,7 @@ mod tests {
 
     /// The per-task slots of a step placed on `m` for local tasks of ranks `globals`.
     fn per_task_here(m: &Machine, vars: &[(&str, &str)], globals: &[u32]) -> SlurmPerTask {
-        let gpus = read(env_of(vars), "NVIDIA", conf(), cgroup_tasks).unwrap();
+        let gpus = read(env_of(vars), "NVIDIA").unwrap();
         let placed = place_here(
             m,
             &request("gcsbnh", None, false),
@@ -839,7 +717,6 @@ mod tests {
         ];
         // Local task 0 is rank 1, local task 1 rank 0.
         let p = per_task_here(&node(), &vars, &[1, 0]);
-        assert!(!p.numbered_locally);
         assert_eq!(p.buses, ["0000:01:00.0", "0000:81:00.0"]);
         // Slurm gave local task 0 (rank 1) GPU 2: it runs on package 1.
         let t = p.task(0, &[2]).unwrap();
@@ -865,7 +742,7 @@ mod tests {
         // --gpu-bind=none: LAMA chooses, as without binding (rank 0 first: GPU 0).
         let mut none = vars;
         none[3] = ("SLURM_TRES_BIND", "gres/gpu:none");
-        let gpus = read(env_of(&none), "NVIDIA", conf(), cgroup_tasks).unwrap();
+        let gpus = read(env_of(&none), "NVIDIA").unwrap();
         let (tasks, _) = two_tasks("gcsbnh", &gpus).unwrap();
         assert_eq!(var(&tasks[0], "LAMA_GPUS"), Some("0"));
         assert_eq!(var(&tasks[0], "CUDA_VISIBLE_DEVICES"), Some("0,2"));
@@ -874,14 +751,14 @@ mod tests {
         // Another Slurm binding: refused, naming the way out.
         let mut closest = vars;
         closest[3] = ("SLURM_TRES_BIND", "gres/gpu:closest");
-        let gpus = read(env_of(&closest), "NVIDIA", conf(), cgroup_tasks).unwrap();
+        let gpus = read(env_of(&closest), "NVIDIA").unwrap();
         let e = two_tasks("g", &gpus).unwrap_err();
         assert!(
             e.contains("--gpu-bind=closest") && e.contains("--gpu-bind=none"),
             "{e}"
         );
         // per_task:1 with more tasks than GPUs.
-        let gpus = read(env_of(&vars), "NVIDIA", conf(), cgroup_tasks).unwrap();
+        let gpus = read(env_of(&vars), "NVIDIA").unwrap();
         let e = place_here(
             &node(),
             &request("g", None, false),
@@ -912,7 +789,7 @@ mod tests {
             ("SLURM_STEP_GPUS", "0,2"),
             ("SLURM_TRES_BIND", "gres/gpu:single:2"),
         ];
-        let gpus = read(env_of(&shared), "NVIDIA", conf(), cgroup_tasks).unwrap();
+        let gpus = read(env_of(&shared), "NVIDIA").unwrap();
         let e = two_tasks("gcsbnh", &gpus).unwrap_err();
         assert!(
             e.contains("one GPU shared by up to 2 tasks (--ntasks-per-gpu=2")
@@ -921,41 +798,38 @@ mod tests {
         );
     }
 
-    #[test]
-    fn under_constrain_devices_a_task_knows_its_gpus_by_the_files_it_may_open() {
-        // ConstrainDevices=yes: each task's SLURM_STEP_GPUS is 0, whichever GPU it holds; the
-        // devices cgroup lets it open only its own.
+    /// Per-task slots on all four GPUs of `node()` for two tasks, each GPU's file
+    /// `/dev/nvidiaN`.
+    fn four_gpu_slots() -> SlurmPerTask {
         let vars = [
             ("SLURM_STEP_GPUS", "0,1,2,3"),
             ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
             ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
         ];
-        let gpus = read(env_of(&vars), "NVIDIA", conf(), constrained).unwrap();
-        let placed = place_here(
-            &node(),
-            &request("gcsbnh", None, false),
-            &gpus,
-            &[0, 1],
-            false,
-            StepCpus::default(),
-        )
-        .unwrap();
-        let mut p = *placed.per_task.unwrap();
-        assert!(p.numbered_locally);
+        let mut p = per_task_here(&node(), &vars, &[0, 1]);
         p.files = Some((0..4).map(|g| vec![format!("/dev/nvidia{g}")]).collect());
-        let only = |open: &'static str| {
-            move |f: &std::path::Path| -> std::io::Result<bool> { Ok(f.to_str() == Some(open)) }
-        };
-        assert_eq!(p.own_gpus(Some("0"), only("/dev/nvidia3")).unwrap(), [3]);
+        p
+    }
+
+    fn only(open: &'static [&'static str]) -> impl Fn(&std::path::Path) -> std::io::Result<bool> {
+        move |f: &std::path::Path| Ok(f.to_str().is_some_and(|f| open.contains(&f)))
+    }
+
+    #[test]
+    fn a_task_confined_to_its_gpus_knows_them_by_the_files_it_may_open() {
+        // Under ConstrainDevices (yes, True, 1, up: Slurm's reading, not the plugin's) each
+        // task's SLURM_STEP_GPUS is the step's first GPUs (0), whichever it holds; the devices
+        // cgroup lets it open only its own: GPU 3, whatever the variable says.
+        let p = four_gpu_slots();
+        for given in ["0", "3", "1"] {
+            assert_eq!(
+                p.own_gpus(Some(given), only(&["/dev/nvidia3"])).unwrap(),
+                [3]
+            );
+        }
         // By hand: GPUs 2 and 3 are near package 1 (CPUs 2-3), one slot each.
         let t = p.task(0, &[3]).unwrap();
         assert_eq!(t.cpus.to_string(), "3");
-        // The count must be Slurm's: one file for one GPU named.
-        let e = p.own_gpus(Some("0,1"), only("/dev/nvidia3")).unwrap_err();
-        assert!(
-            e.contains("may open 1 of the step's GPUs (3) where Slurm names 2"),
-            "{e}"
-        );
         let e = p
             .own_gpus(Some("0"), |_| {
                 Err(std::io::Error::from_raw_os_error(libc::EACCES))
@@ -965,11 +839,56 @@ mod tests {
             e.contains("whether this task may open /dev/nvidia0 (Slurm's GPU 0) cannot be told"),
             "{e}"
         );
-        let e = p.own_gpus(None, only("/dev/nvidia3")).unwrap_err();
+        let e = p.own_gpus(Some("0"), only(&[])).unwrap_err();
+        assert!(
+            e.contains("may open none of the step's GPUs (0,1,2,3)"),
+            "{e}"
+        );
+        let e = p.own_gpus(None, only(&["/dev/nvidia3"])).unwrap_err();
         assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
-        // Without ConstrainDevices the task's own SLURM_STEP_GPUS names its GPUs.
-        p.numbered_locally = false;
-        assert_eq!(p.own_gpus(Some("2"), only("/dev/nvidia3")).unwrap(), [2]);
+    }
+
+    #[test]
+    fn a_task_that_may_open_every_step_gpu_takes_the_ones_slurm_names() {
+        // --gres-flags=allow-task-sharing or ConstrainDevices=no: every step GPU is open to
+        // every task, and the task's SLURM_STEP_GPUS names the one Slurm binds.
+        let all: &[&str] = &[
+            "/dev/nvidia0",
+            "/dev/nvidia1",
+            "/dev/nvidia2",
+            "/dev/nvidia3",
+        ];
+        let p = four_gpu_slots();
+        assert_eq!(p.own_gpus(Some("2"), only(all)).unwrap(), [2]);
+        // A step of GPUs 1 and 2: under allow-task-sharing Slurm numbers them by their places
+        // (0 and 1); without it by the node's indexes (1 and 2).
+        let vars = [
+            ("SLURM_STEP_GPUS", "1,2"),
+            ("CUDA_VISIBLE_DEVICES", "1,2"),
+            ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
+        ];
+        let mut p = per_task_here(&node(), &vars, &[0, 1]);
+        p.files = Some(vec![
+            vec!["/dev/nvidia1".into()],
+            vec!["/dev/nvidia2".into()],
+        ]);
+        let both: &[&str] = &["/dev/nvidia1", "/dev/nvidia2"];
+        // 0 can only be a place (GPU 1), 2 only an index (GPU 2).
+        assert_eq!(p.own_gpus(Some("0"), only(both)).unwrap(), [1]);
+        assert_eq!(p.own_gpus(Some("2"), only(both)).unwrap(), [2]);
+        // 1 is GPU 1 by index and GPU 2 by place: not told, saying why.
+        let e = p.own_gpus(Some("1"), only(both)).unwrap_err();
+        assert!(
+            e.contains("may be the node's GPU(s) 1 or the step's 2 by their places"),
+            "{e}"
+        );
+        let e = p.own_gpus(Some("7"), only(both)).unwrap_err();
+        assert!(
+            e.contains("not among the step's GPUs on this node (1,2)"),
+            "{e}"
+        );
+        // Confined to one of them: that one, whatever the number.
+        assert_eq!(p.own_gpus(Some("1"), only(&["/dev/nvidia2"])).unwrap(), [2]);
     }
 
     /// A transcription of Slurm's `_get_gres_per_task` (src/interfaces/gres.c, 24.11 and
@@ -1122,15 +1041,9 @@ mod tests {
 
     #[test]
     fn steps_without_gpus_or_with_gpus_the_topology_lacks_are_refused() {
-        let e = read(env_of(&[]), "NVIDIA", conf(), no_files).unwrap_err();
+        let e = read(env_of(&[]), "NVIDIA").unwrap_err();
         assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
-        let gpus = read(
-            env_of(&[("SLURM_STEP_GPUS", "4")]),
-            "NVIDIA",
-            conf(),
-            no_files,
-        )
-        .unwrap();
+        let gpus = read(env_of(&[("SLURM_STEP_GPUS", "4")]), "NVIDIA").unwrap();
         let e = place_here(
             &node(),
             &request("g", None, false),
@@ -1147,8 +1060,6 @@ mod tests {
         let per = read(
             env_of(&[("SLURM_STEP_GPUS", "0"), ("SLURM_GPUS_PER_TASK", "tesla:2")]),
             "NVIDIA",
-            conf(),
-            no_files,
         )
         .unwrap();
         assert_eq!(per.per_task, 2);

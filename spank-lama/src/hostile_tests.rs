@@ -163,7 +163,7 @@ fn over_long_values() -> Run {
             "SLURM_STEP_NODELIST is not in the step's environment",
         );
         refused(
-            crate::gpus::read(reader(&e), "NVIDIA", None, |_| unreachable!()),
+            crate::gpus::read(reader(&e), "NVIDIA"),
             "SLURM_STEP_GPUS is not set",
         );
         "ignored, as absent".into()
@@ -244,11 +244,11 @@ fn megabyte_gpu_lists() -> Run {
         let whats = ["appears twice", "MIG instances", "is not a GPU count"];
         let mut sizes = Vec::new();
         for (e, what) in cases.iter().zip(whats) {
-            let read = crate::gpus::read(reader(e), "NVIDIA", None, |_| unreachable!());
+            let read = crate::gpus::read(reader(e), "NVIDIA");
             sizes.push(refused(read, what).len());
         }
         // Read whole, and judged later against the node's GPUs (a handful).
-        let read = crate::gpus::read(reader(&equal), "NVIDIA", None, |_| unreachable!());
+        let read = crate::gpus::read(reader(&equal), "NVIDIA");
         assert_eq!(read.map(|g| g.slurm.len()), Ok(150_000));
         format!("refused, messages of {sizes:?} bytes, or read in linear time")
     })
@@ -439,13 +439,8 @@ fn null_slurm_conf() -> Run {
             step_cards(conf.as_deref(), "n1", &[0], &RealFiles),
             "no SLURM_CONF of its own",
         );
-        let gpus = crate::gpus::read(reader(&e), "NVIDIA", conf.as_deref(), |p| {
-            panic!("{} was opened", p.display())
-        });
-        // Whether Slurm numbers the GPUs per task is unknown; placing by it is refused later
-        // with this reason (`gpus::place_here`).
-        let unknown = gpus.unwrap().numbered_locally.unwrap();
-        refused(unknown, "no SLURM_CONF of its own");
+        // Reading the step's GPUs opens no configuration file either.
+        assert!(crate::gpus::read(reader(&e), "NVIDIA").is_ok());
         "no file opened; refused with the reason".into()
     })
 }
@@ -501,9 +496,7 @@ fn random_environments() -> Run {
                     Err(e) => e.len() <= MAX_MESSAGE,
                 };
                 prop_assert!(short(node_name_of(reader(&e), &here, || "h1".into())));
-                let gpus = crate::gpus::read(reader(&e), "NVIDIA", None, |_| {
-                    Err(std::io::ErrorKind::NotFound.into())
-                });
+                let gpus = crate::gpus::read(reader(&e), "NVIDIA");
                 prop_assert!(short(gpus.map(|_| String::new())));
                 prop_assert!(thread_cpu_millis() - t < 2_000);
                 Ok(())

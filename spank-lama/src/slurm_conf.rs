@@ -9,14 +9,6 @@ use std::path::PathBuf;
 extern "C" {
     fn lama_slurmd_spooldir() -> *const c_char;
     fn lama_slurmd_node_name(short_host: *const c_char) -> *const c_char;
-    fn lama_task_plugin() -> *const c_char;
-}
-
-/// `TaskPlugin` as the Slurm daemon the plugin runs in parsed it (its own reading of
-/// slurm.conf and every file it includes), or `None` outside Slurm.
-pub fn task_plugin() -> Option<String> {
-    // SAFETY: returns NULL or a string of Slurm's configuration (see `text`).
-    text(unsafe { lama_task_plugin() })
 }
 
 fn text(ptr: *const c_char) -> Option<String> {

@@ -228,12 +228,7 @@ fn by_gpu(
         .map_or(String::new(), |d| d.vendor.clone());
     // slurmstepd's own configuration, not the job's SLURM_CONF.
     let slurm_conf = crate::slurm_conf::config_file();
-    let mut step_gpus = gpus::read(
-        |name| env(spank, name),
-        &vendor,
-        slurm_conf.as_deref(),
-        |path| crate::bounded::read_file(path, crate::bounded::MAX_SMALL_FILE),
-    )?;
+    let mut step_gpus = gpus::read(|name| env(spank, name), &vendor)?;
     if !step_gpus.uuids {
         // Which card each of Slurm's GPUs is, where gres.conf's files number them.
         step_gpus.cards = crate::gpu_cards::step_cards(
@@ -244,7 +239,7 @@ fn by_gpu(
         )?;
     }
     let mut placed = gpus::place_here(machine, request, &step_gpus, globals, overcommit, cpus)?;
-    if let Some(per_task) = placed.per_task.as_mut().filter(|p| p.numbered_locally) {
+    if let Some(per_task) = placed.per_task.as_mut() {
         // Each task will learn its GPUs from the device files it may open.
         per_task.files = Some(crate::gpu_cards::step_files(
             slurm_conf.as_deref(),

@@ -53,7 +53,16 @@ pub fn apply(spank: &mut SpankHandle, node: &str, step: &Step) -> Result<(), Str
             let (local, task) = match per_task {
                 Some(p) => {
                     let local = spank.task_id().map_err(|e| e.to_string())?;
-                    placed = task_of_slurms_gpus(spank, node, p, local)?;
+                    match task_of_slurms_gpus(spank, node, p, local) {
+                        Ok(t) => placed = t,
+                        Err(why) => {
+                            // Fail closed: nothing is bound, and the task runs as Slurm alone
+                            // would run it.
+                            tracing::warn!("{why}");
+                            spank_log_user!("{why}");
+                            return Ok(());
+                        }
+                    }
                     (local, &placed)
                 }
                 None => this_task(spank, tasks)?,
@@ -160,9 +169,10 @@ fn procid_is(procid: Option<&str>, rank: u32) -> Result<(), String> {
 }
 
 /// Under Slurm's per-task GPU binding: the calling task's placement beside the GPUs Slurm gave
-/// it ([`SlurmPerTask::own_gpus`]: its own `SLURM_STEP_GPUS`, or under `ConstrainDevices=yes`
-/// the device files it may open). A task whose GPUs cannot be told is not started rather than
-/// bound away from them.
+/// it ([`SlurmPerTask::own_gpus`]: the step GPUs whose device files it may open, or where it
+/// may open all of them, the ones its own `SLURM_STEP_GPUS` names). A task whose GPUs cannot
+/// be told is not bound by LAMA (fail closed, as a step whose CPUs cannot be known): it keeps
+/// Slurm's own binding, by whose CPU mask Slurm chose its GPUs, and the message says why.
 fn task_of_slurms_gpus(
     spank: &SpankHandle,
     node: &str,
@@ -175,8 +185,9 @@ fn task_of_slurms_gpus(
         .map_or_else(|| format!("local task {local}"), |g| g.to_string());
     let fail = |e: String| {
         format!(
-            "lama: {node}: task {rank}: {e}; rather than bind it away from its GPUs the task is \
-             not started (--gpu-bind=none lets LAMA choose each task's GPUs)"
+            "lama: {node}: task {rank}: warning: {e}; LAMA binds nothing for this task, which \
+             keeps Slurm's own binding (by whose CPU mask Slurm chose its GPUs); --gpu-bind=none \
+             lets LAMA choose each task's GPUs"
         )
     };
     let given = crate::bounded::env_value(spank.getenv("SLURM_STEP_GPUS").ok().flatten());

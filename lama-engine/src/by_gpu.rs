@@ -32,6 +32,10 @@ pub fn place_gpu_slots(
         fixed: true,
         per_gpu: None,
         cpus_per_task: req.cpus_per_task.max(1).div_ceil(k),
+        // Slots are not tasks: a spare GPU, or GPUs that outnumber the CPUs near them, share
+        // CPUs rather than refuse a step Slurm runs. Tasks of distinct GPUs still get distinct
+        // CPUs wherever there are enough.
+        oversubscribe: true,
         ..req.clone()
     };
     place_by_gpu_ranked(machine, gpus, gpus.len() as u32, &slot, no_gpu, &|t| t)
@@ -58,8 +62,14 @@ pub fn join_slots(slots: &[GpuTask], own: &[usize]) -> Option<GpuTask> {
             _ => None,
         })
         .collect();
+    // Slots that share CPUs (GPUs that outnumber the CPUs near them) join into no wider.
+    let disjoint = bound.len()
+        == own
+            .iter()
+            .map(|&g| slots[g].bound_logical.len())
+            .sum::<usize>();
     let bind = match widths.as_deref() {
-        Some([(_, level), rest @ ..]) if rest.iter().all(|(_, l)| l == level) => {
+        Some([(_, level), rest @ ..]) if disjoint && rest.iter().all(|(_, l)| l == level) => {
             Some(Bind::Width {
                 count: widths.iter().flatten().map(|(c, _)| c).sum(),
                 level: *level,

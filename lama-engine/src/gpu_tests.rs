@@ -427,10 +427,41 @@ fn slots_per_gpu_joined_for_any_gpus_a_task_is_given() {
         join_slots(&slots.tasks, &[0, 1]).unwrap().cpus.to_string(),
         "0-1"
     );
-    // -c 3 rounds up to 2 per slot: 4 CPUs for a package's two GPUs, which has 2.
+    // -c 3 rounds up to 2 per slot: 4 CPUs for a package's two GPUs, which has 2. Slurm runs
+    // one such task (-n1 -c3 on 4 CPUs): the slots share CPUs rather than refuse it.
     c.cpus_per_task = 3;
-    let r = place_gpu_slots(&m, &all, &c, "none");
-    assert!(matches!(r, Err(GpuError::Place { .. })), "{r:?}");
+    // By hand: each slot is its GPU's package, shared by the package's two GPUs; a task given
+    // GPUs 0 and 1 runs on package 0.
+    let slots = place_gpu_slots(&m, &all, &c, "none").unwrap();
+    assert_eq!(cpus_of(&slots), ["0-1", "0-1", "2-3", "2-3"]);
+    let t = join_slots(&slots.tasks, &[0, 1]).unwrap();
+    assert_eq!(t.cpus.to_string(), "0-1");
+    // Two slots on the same CPUs join into no wider a binding than one.
+    assert_eq!(t.bind, slots.tasks[0].bind);
+}
+
+#[test]
+fn spare_gpus_and_gpus_that_outnumber_their_cpus_share_slots() {
+    // The docker GPU node by hand: one CPU per package, two GPUs near each. Two tasks of two
+    // GPUs each (srun -n2 --gpus-per-task=2, which Slurm runs): GPUs 0 and 1 share CPU 0's
+    // slot, 2 and 3 CPU 1's; a task given 0 and 1 runs on CPU 0, one given 2 and 3 on CPU 1.
+    let m = numa_node(2, 1, 1, &[&[0], &[0], &[1], &[1]]);
+    let all = all_gpus(&m);
+    // The plugin's request: the default binding (1c), not asked.
+    let mut r = req("gscbnh", Some("1c"));
+    r.gpus_per_task = 2;
+    r.bind_asked = false;
+    let slots = place_gpu_slots(&m, &all, &r, "none").unwrap();
+    assert_eq!(cpus_of(&slots), ["0", "0", "1", "1"]);
+    assert_eq!(
+        join_slots(&slots.tasks, &[0, 1]).unwrap().cpus.to_string(),
+        "0"
+    );
+    assert_eq!(
+        join_slots(&slots.tasks, &[2, 3]).unwrap().cpus.to_string(),
+        "1"
+    );
+    // Where the CPUs suffice, slots stay apart (Lassen above: one CPU each).
 }
 
 /// `packages` packages of `numas` NUMA nodes of `cores` cores of one thread each, numbered

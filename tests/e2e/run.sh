@@ -1389,6 +1389,46 @@ t_gpu_placement() {
     run_srun -w node1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:1,0 --lama-map=csbnh || fail "srun csbnh failed: $(cat "$work/err")" || return 1
     per_task_gpus "csbnh, map_cpu:1,0" || return 1
     assert_eq "csbnh under Slurm's per-task GPUs: CPUs" "1 0" "$(report_field 3)" || return 1
+    # Two GPUs per task on node1 (one CPU per socket, two GPUs near each): the GPUs outnumber
+    # the CPUs near them, so their slots share CPUs. Slurm runs the step, and so does LAMA
+    # (before, it refused it as oversubscribed): each task beside the two GPUs it may open.
+    local want g
+    run_srun -w node1 -n2 --gpus-per-task=2 --lama-map=gscbnh || fail "srun --gpus-per-task=2 failed: $(cat "$work/err")" || return 1
+    while read -r rank host cpus gpus visible nic ucx step order open; do
+        [[ "$gpus" =~ ^[0-3],[0-3]$ ]] || { fail "--gpus-per-task=2: rank $rank: LAMA_GPUS [$gpus]"; return 1; }
+        want=$(for g in ${gpus/,/ }; do echo $((g / 2)); done | sort -u | paste -sd- -)
+        assert_eq "--gpus-per-task=2: rank $rank's CPUs (GPUs $gpus)" "$want" "$cpus" || return 1
+        for g in ${gpus/,/ }; do
+            assert_eq "--gpus-per-task=2: rank $rank may open its GPU $g" "o" "${open:$g:1}" || return 1
+        done
+        [ "$constrained" != yes ] || assert_eq "--gpus-per-task=2: rank $rank opens only its GPUs" 2 "$(echo "$open" | tr -cd o | wc -c)" || return 1
+    done < "$work/out"
+    assert_eq "--gpus-per-task=2: four distinct GPUs" 4 "$(report_field 4 | tr ' ,' '\n\n' | sort -u | wc -l)" || return 1
+    # --gres-flags=allow-task-sharing: Slurm still binds one GPU to each task (per_task:1) but
+    # lets every task open all the step's GPUs, and names the task's GPU in its SLURM_STEP_GPUS
+    # by its place among the job's GPUs (gres.c consolidates the bitmap there). Every task runs
+    # beside the GPU Slurm named for it, with a g layout and with a CPU layout, and may open
+    # the others. (Before, under ConstrainDevices=yes the plugin refused every such task.)
+    local sharing_report="${task_report%\"} \${SLURM_JOB_GPUS-unset}\""
+    local layout job_gpus
+    for layout in gcsbnh csbnh; do
+        as_user srun -w node1 -n2 --gpus-per-task=1 --gres-flags=allow-task-sharing --cpu-bind=map_cpu:1,0 \
+            --lama-map=$layout bash -c "$sharing_report" > "$work/out" 2> "$work/err" \
+            || fail "allow-task-sharing $layout: srun failed: $(cat "$work/err")" || return 1
+        sort -n -o "$work/out" "$work/out"
+        assert_eq "allow-task-sharing $layout: ranks" "0 1" "$(report_field 1)" || return 1
+        while read -r rank host cpus gpus visible nic ucx step order open job; do
+            [[ "$gpus" =~ ^[0-3]$ ]] || { fail "allow-task-sharing $layout: rank $rank: LAMA_GPUS [$gpus]: $(cat "$work/err")"; return 1; }
+            assert_eq "allow-task-sharing $layout: rank $rank's CPU (GPU $gpus)" "$((gpus / 2))" "$cpus" || return 1
+            [ "$(echo "$open" | tr -cd o | wc -c)" -ge 2 ] || { fail "allow-task-sharing $layout: rank $rank may open only [$open]"; return 1; }
+            # By hand: Slurm's number is the GPU's place among the job's GPUs (or its index).
+            IFS=, read -r -a job_gpus <<< "$job"
+            [ "$step" == "$gpus" ] || [ "${job_gpus[$step]:-}" == "$gpus" ] \
+                || { fail "allow-task-sharing $layout: rank $rank runs beside GPU $gpus, Slurm named $step of the job's $job"; return 1; }
+        done < "$work/out"
+        assert_eq "allow-task-sharing $layout: distinct GPUs" 2 "$(report_field 4 | tr ' ' '\n' | sort -u | wc -l)" || return 1
+        ! grep -q "warning" "$work/err" || fail "allow-task-sharing $layout: $(cat "$work/err")" || return 1
+    done
     # With --gpu-bind=none LAMA chooses: both tasks may open both GPUs, each sees its own first.
     run_srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=none --lama-map=gcsbnh || fail "srun --gpu-bind=none failed: $(cat "$work/err")" || return 1
     while read -r rank host cpus gpus visible nic ucx step order open; do

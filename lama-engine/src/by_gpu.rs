@@ -18,8 +18,9 @@ use crate::{CpuList, Device, DeviceKind, Level, Machine};
 /// `gpus`, in that order, each placed as a task of that one GPU would be (`req`'s layout and
 /// binding; `req.cpus_per_task` shared out over the task's `req.gpus_per_task` GPUs, rounded
 /// up), so that a task given any `K` of the GPUs runs on their slots joined ([`join_slots`]).
-/// Distinct GPUs have disjoint slots, so tasks given distinct GPUs never share CPUs, whichever
-/// GPUs each gets.
+/// Distinct GPUs have disjoint slots while the CPUs near them suffice, so tasks given distinct
+/// GPUs share no CPU; where GPUs outnumber the CPUs near them, their slots share CPUs (a step
+/// the resource manager runs is never refused for its spare GPUs).
 pub fn place_gpu_slots(
     machine: &Machine,
     gpus: &[&Device],

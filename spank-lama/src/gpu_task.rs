@@ -67,7 +67,7 @@ impl TaskBuilder {
 /// (`_get_gres_per_task` in `src/interfaces/gres.c`). So every GPU of the step gets a slot
 /// ([`lama_engine::place_gpu_slots`]), and each task runs on the slots of the GPUs it was
 /// given, read where Slurm set them ([`SlurmPerTask::own_gpus`]): whatever Slurm's choice,
-/// tasks of distinct GPUs get disjoint CPUs near their GPUs.
+/// tasks of distinct GPUs get disjoint CPUs near their GPUs wherever those suffice.
 #[derive(Debug, Clone)]
 pub struct SlurmPerTask {
     pub(crate) builder: TaskBuilder,

@@ -100,10 +100,13 @@ pub fn by_layout(
         env(spank, "SLURM_TRES_BIND").as_deref(),
         env(spank, "SLURM_GPU_BIND").as_deref(),
     );
-    let per_task = env(spank, "SLURM_STEP_GPUS")
-        .filter(|g| !g.trim().is_empty())
-        .and_then(|_| binding.own_gpus_per_task());
+    let has_gpus = env(spank, "SLURM_STEP_GPUS").is_some_and(|g| !g.trim().is_empty());
+    let per_task = binding.own_gpus_per_task().filter(|_| has_gpus);
     let Some(k) = per_task.filter(|_| request.gpu.is_none()) else {
+        if let Some(warning) = cpu_layout_beside_slurms_gpus(request, &binding, has_gpus) {
+            tracing::warn!(node, "lama: {warning}");
+            spank_log_user!("lama: {node}: {warning}");
+        }
         return place_by_layout(spank, site, node, request);
     };
     let beside = StepRequest {
@@ -135,6 +138,30 @@ pub fn by_layout(
         }
         Err(e) => Err(e),
     }
+}
+
+/// The warning for a layout without `g` where Slurm binds GPUs to each task by a rule LAMA
+/// cannot follow task by task (`closest`, `single:N` with N > 1 from `--ntasks-per-gpu=N`,
+/// `map_gpu`, `mask_gpu`): Slurm chooses each task's GPUs by task/affinity's CPU mask, and the
+/// layout may move a task away from them. `None` for a `g` layout, without Slurm's binding or
+/// without GPUs (`has_gpus`: the step has GPUs on this node).
+pub(crate) fn cpu_layout_beside_slurms_gpus(
+    request: &StepRequest,
+    binding: &lama_slurm::gpu::SlurmGpuBind,
+    has_gpus: bool,
+) -> Option<String> {
+    use lama_slurm::gpu::SlurmGpuBind;
+    let followed = binding.own_gpus_per_task().is_some();
+    let silent = request.gpu.is_some() || *binding == SlurmGpuBind::None || followed;
+    (has_gpus && !silent).then(|| {
+        format!(
+            "warning: Slurm binds GPUs to each task ({binding}) by task/affinity's CPU mask, \
+             and the layout {} places the tasks without regard to them: a task may run away \
+             from the GPUs Slurm gives it; --gpus-per-task=K (each task beside its own), \
+             --gpu-bind=none with a layout led by 'g', or no --gpu-bind keeps them together",
+            request.layout
+        )
+    })
 }
 
 /// [`by_layout`] as `request` says.
@@ -439,4 +466,53 @@ pub fn by_plan(
         tasks,
         check_procid: het,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{resolve, tests::user};
+    use lama_slurm::gpu::SlurmGpuBind;
+
+    #[test]
+    fn a_cpu_layout_where_slurm_binds_gpus_by_a_rule_lama_cannot_follow_is_told() {
+        let site = SiteConfig::default();
+        let csbnh = resolve(&user(Some("csbnh"), None), &site).unwrap().unwrap();
+        let gcsbnh = resolve(&user(Some("gcsbnh"), None), &site)
+            .unwrap()
+            .unwrap();
+        let read = |tres: &str| SlurmGpuBind::read(Some(tres), None);
+        // --gpu-bind=closest, --ntasks-per-gpu=2 (single:2), map_gpu: the warning names the
+        // binding and the ways out.
+        for tres in [
+            "gres/gpu:closest",
+            "gres/gpu:single:2",
+            "gres/gpu:map_gpu:1,0",
+        ] {
+            let w = cpu_layout_beside_slurms_gpus(&csbnh, &read(tres), true)
+                .unwrap_or_else(|| panic!("{tres}: no warning"));
+            assert!(
+                w.contains("may run away from the GPUs Slurm gives it")
+                    && w.contains("--gpus-per-task=K"),
+                "{w}"
+            );
+        }
+        // Silent: a g layout, per_task and single:1 (each task placed beside its own), no
+        // binding, no GPUs.
+        assert_eq!(
+            cpu_layout_beside_slurms_gpus(&gcsbnh, &read("gres/gpu:closest"), true),
+            None
+        );
+        for tres in ["gres/gpu:per_task:1", "gres/gpu:single:1", "gres/gpu:none"] {
+            assert_eq!(
+                cpu_layout_beside_slurms_gpus(&csbnh, &read(tres), true),
+                None,
+                "{tres}"
+            );
+        }
+        assert_eq!(
+            cpu_layout_beside_slurms_gpus(&csbnh, &read("gres/gpu:closest"), false),
+            None
+        );
+    }
 }

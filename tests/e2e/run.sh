@@ -1383,6 +1383,16 @@ t_gpu_placement() {
     as_user srun -w node1 -n2 --ntasks-per-gpu=2 --lama-map=gcsbnh true > "$work/out" 2> "$work/err" \
         && { fail "--ntasks-per-gpu=2 with a g layout ran"; return 1; }
     grep -qF "one GPU shared by up to 2 tasks" "$work/err" || fail "no message for --ntasks-per-gpu=2: $(cat "$work/err")" || return 1
+    # A layout without 'g' under a Slurm binding LAMA cannot follow task by task (tasks sharing
+    # a GPU, closest): the step runs, and the user is told a task may run away from its GPU.
+    local bind_opt
+    for bind_opt in --ntasks-per-gpu=2 --gpu-bind=closest; do
+        local gres=(); [ "$bind_opt" == --gpu-bind=closest ] && gres=(--gres=gpu:2)
+        as_user srun -w node1 -n2 "${gres[@]}" "$bind_opt" --lama-map=csbnh true > "$work/out" 2> "$work/err" \
+            || fail "$bind_opt with csbnh failed: $(cat "$work/err")" || return 1
+        grep -qF "may run away from the GPUs Slurm gives it" "$work/err" \
+            || fail "$bind_opt with csbnh: no warning: $(cat "$work/err")" || return 1
+    done
     # A layout without 'g' where Slurm's choice and the layout disagree: csbnh puts rank 0 on
     # CPU 0, but Slurm gives rank 0 a GPU of socket 1 (its task/affinity mask is CPU 1). Each
     # task stays beside the GPU Slurm gave it, placed by csbnh there.

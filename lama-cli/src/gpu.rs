@@ -149,6 +149,20 @@ pub(crate) fn map(args: &MapArgs, req: &GpuRequest, beside: bool) -> Result<(), 
         shown.node(&mut out, k, m, &name, node_ranks)?;
     }
     if args.json {
+        // The binding the tasks got: the request's where it is every task's, else each
+        // task's own.
+        let binds: std::collections::BTreeSet<_> = out
+            .json
+            .processes
+            .iter()
+            .filter_map(|p| p.bind.clone())
+            .collect();
+        if binds.len() <= 1 {
+            if let Some(b) = binds.into_iter().next() {
+                out.json.request.bind = b;
+            }
+            out.json.processes.iter_mut().for_each(|p| p.bind = None);
+        }
         let text = serde_json::to_string(&out.json)
             .map_err(|e| Failure::Place(format!("cannot write JSON: {e}")))?;
         return print(&text);
@@ -437,6 +451,10 @@ impl Shown<'_> {
             gpus: Some(ids),
             gpu_bus_ids: Some(bus_ids),
             nic,
+            bind: Some(
+                t.bind
+                    .map_or_else(|| self.req.bind_text(), |b| b.to_string()),
+            ),
         });
         row
     }

@@ -24,6 +24,10 @@ pub(crate) struct JsonProcess {
     pub(crate) gpu_bus_ids: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) nic: Option<String>,
+    /// In a layout led by 'g' whose tasks got different bindings (each group of GPUs its
+    /// share): the task's; else the request's `bind` is every task's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) bind: Option<String>,
 }
 
 /// `lama map --json`, one schema for every layout (a layout led by 'g' fills its GPU fields).
@@ -153,6 +157,7 @@ pub(crate) fn json(
                 gpus: None,
                 gpu_bus_ids: None,
                 nic: None,
+                bind: None,
             }
         })
         .collect();

@@ -23,8 +23,10 @@ pub const EXIT_STATUS: [(&str, &str); 3] = [
 pub const JSON_CONTRACT: &str = "lama map --json prints one object on one line: \
 {\"processes\":[{\"rank\":0,\"node\":0,\"pu\":5,\"cpus\":[4,5]},...]}: per rank in rank order, \
 the node's index in --topology order, the OS index of the PU it is mapped to and the OS indexes \
-of the CPUs it is bound to; with --membind, \"mems\": the OS indexes of its NUMA nodes. \
-Then \"request\" (layout, bind, mppr, order, np, membind as placed), \"nodes\" (index, name: \
+of the CPUs it is bound to; with --membind, \"mems\": the OS indexes of its NUMA nodes; in a \
+layout led by g, \"gpus\", \"gpu_bus_ids\", \"nic\", and \"bind\" where the tasks got different \
+bindings. Then \"request\" (layout, bind, mppr, order, np, membind as placed: bind is the \
+binding every task got), \"nodes\" (index, name: \
 --node-names or the topology's, topology, pus, available: OS indexes) and, when a topology has \
 I/O objects, \"devices\" (node, kind gpu or nic, index, vendor, bus_id, uuid, names, near, \
 cpus, ranks bound inside). \

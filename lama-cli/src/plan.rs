@@ -610,6 +610,7 @@ fn json(plan: &lama_plan::Plan, file: &PlanFile) -> String {
             gpus: None,
             gpu_bus_ids: None,
             nic: None,
+            bind: None,
         })
         .collect();
     let cost = JsonCost {

@@ -61,3 +61,39 @@ fn gpu_layouts_fill_the_same_schema() {
         assert!(v["processes"][0]["env"]["LAMA_CPUS"].is_string(), "{v}");
     }
 }
+
+/// `--json` carries the binding the tasks get, as the text's header names it: on g4dn (two
+/// packages of 24 cores, 4 GPUs near each) four tasks of gcsbnh go two to a package, each its
+/// share of the package: 12 cores, by hand (the request's 1c is only the default asked for).
+#[test]
+fn the_json_names_the_binding_the_tasks_get() {
+    let topology = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/topologies/io/g4dnmetal.xml"
+    );
+    let run = |json: bool| {
+        let mut cmd = Command::cargo_bin("lama").unwrap();
+        cmd.args(["map", "--topology", topology, "-n4", "--map", "gcsbnh"]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v: Value = serde_json::from_str(&run(true)).unwrap();
+    assert_eq!(v["request"]["bind"], "12c", "{v}");
+    assert!(v["processes"][0].get("bind").is_none(), "{v}");
+    assert!(
+        run(false).starts_with("layout gcsbnh binding 12c "),
+        "{}",
+        run(false)
+    );
+    // Three tasks on Lassen (two packages of 20 cores, two GPUs near each): two share package
+    // 0 (10 cores each), one has package 1 (20): each process names its own.
+    let v = map_json(&["-n3", "--map", "gcsbnh"]);
+    let binds: Vec<&str> = (0..3)
+        .map(|r| v["processes"][r]["bind"].as_str().unwrap_or("none"))
+        .collect();
+    assert_eq!(binds, ["10c", "10c", "20c"], "{v}");
+}

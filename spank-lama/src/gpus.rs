@@ -149,15 +149,16 @@ fn per_task_count(
 /// Why a layout led by 'g' is refused under a Slurm binding where tasks share GPUs, or that
 /// names them.
 fn shared_binding(binding: &SlurmGpuBind) -> String {
+    if matches!(binding, SlurmGpuBind::Other(kind) if kind.starts_with("closest")) {
+        return "drop --gpu-bind=closest: a layout led by 'g' already gives each task the GPUs \
+                closest to its CPUs (as --gpu-bind=none to let LAMA choose each task's GPUs)"
+            .to_string();
+    }
     let why = match binding {
         SlurmGpuBind::Single(n) => format!(
             "gives each task one GPU shared by up to {n} tasks (--ntasks-per-gpu={n} implies \
              --gpu-bind=single:{n}), and which of a GPU's tasks each is can be read in no task"
         ),
-        SlurmGpuBind::Other(kind) if kind.starts_with("closest") => "gives each task every \
-            GPU near its CPU mask (--gpu-bind=closest), shared with the other tasks there, and \
-            which of them each task is can be read in no task"
-            .to_string(),
         other => format!("binds each task to the GPUs --gpu-bind={other} names"),
     };
     format!(

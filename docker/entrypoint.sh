@@ -9,8 +9,9 @@ role=${1:?usage: entrypoint.sh controller|node}
 # (CAP_SYS_ADMIN) is writable. A controller that cannot be mounted is a fatal error.
 remount_cgroups() {
     local ctrls=(cpuset freezer memory)
-    # ConstrainDevices=yes (a configuration row) also needs the devices controller.
-    grep -qi '^ConstrainDevices=yes' /etc/slurm/cgroup.conf && ctrls+=(devices)
+    # ConstrainDevices=yes (a configuration row, in any spelling Slurm takes for true) also
+    # needs the devices controller.
+    grep -qiE '^ConstrainDevices=(yes|true|1|up)$' /etc/slurm/cgroup.conf && ctrls+=(devices)
     for ctrl in "${ctrls[@]}"; do
         mount -t cgroup -o "$ctrl" cgroup "/sys/fs/cgroup/$ctrl" \
             || { echo "entrypoint: cannot mount the $ctrl cgroup read-write" >&2; exit 1; }

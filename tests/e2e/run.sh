@@ -1330,7 +1330,10 @@ t_gpu_placement() {
     # The last field: which of /dev/nvidia0-3 the task may open (o) or not (d: denied by the
     # step's or the task's devices cgroup under ConstrainDevices=yes).
     local task_report='echo "$SLURM_PROCID $(hostname -s) $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${CUDA_VISIBLE_DEVICES-unset} ${LAMA_NICS-unset} ${UCX_NET_DEVICES-unset} ${SLURM_STEP_GPUS-unset} ${CUDA_DEVICE_ORDER-unset} $(for g in 0 1 2 3; do (: < /dev/nvidia$g) 2>&1 | grep -q "not permitted" && printf d || printf o; done)"'
-    local constrained; constrained=$(on node1 sh -c "sed -n 's/^ConstrainDevices=//p' /etc/slurm/cgroup.conf")
+    # (The contain-devices row spells it True: the plugin reads no spelling, only what each task
+    # may open.)
+    local constrained=no
+    on node1 grep -qiE '^ConstrainDevices=(yes|true|1|up)$' /etc/slurm/cgroup.conf && constrained=yes
     # --gpus-per-task=1: Slurm binds one GPU to each task (per_task:1; under
     # ConstrainDevices=yes each task can open only that one), the free GPU closest to the CPU
     # mask task/affinity computed for the task (gres.c, _get_gres_per_task). LAMA keeps Slurm's
@@ -1418,26 +1421,26 @@ t_gpu_placement() {
     # lets every task open all the step's GPUs, and names the task's GPU in its SLURM_STEP_GPUS
     # by its place among the job's GPUs (gres.c consolidates the bitmap there). Every task runs
     # beside the GPU Slurm named for it, with a g layout and with a CPU layout, and may open
-    # the others. (Before, under ConstrainDevices=yes the plugin refused every such task.)
-    local sharing_report="${task_report%\"} \${SLURM_JOB_GPUS-unset}\""
-    local layout job_gpus
+    # the others. (Before, under ConstrainDevices=yes the plugin refused every such task.) The
+    # step's GPUs are the two tasks' GPUs, one each.
+    local layout step_gpus
     for layout in gcsbnh csbnh; do
         as_user srun -w node1 -n2 --gpus-per-task=1 --gres-flags=allow-task-sharing --cpu-bind=map_cpu:1,0 \
-            --lama-map=$layout bash -c "$sharing_report" > "$work/out" 2> "$work/err" \
+            --lama-map=$layout bash -c "$task_report" > "$work/out" 2> "$work/err" \
             || fail "allow-task-sharing $layout: srun failed: $(cat "$work/err")" || return 1
         sort -n -o "$work/out" "$work/out"
         assert_eq "allow-task-sharing $layout: ranks" "0 1" "$(report_field 1)" || return 1
-        while read -r rank host cpus gpus visible nic ucx step order open job; do
+        read -r -a step_gpus <<< "$(report_field 4 | tr ' ' '\n' | sort -n | paste -sd' ' -)"
+        while read -r rank host cpus gpus visible nic ucx step order open; do
             [[ "$gpus" =~ ^[0-3]$ ]] || { fail "allow-task-sharing $layout: rank $rank: LAMA_GPUS [$gpus]: $(cat "$work/err")"; return 1; }
             assert_eq "allow-task-sharing $layout: rank $rank's CPU (GPU $gpus)" "$((gpus / 2))" "$cpus" || return 1
             [ "$(echo "$open" | tr -cd o | wc -c)" -ge 2 ] || { fail "allow-task-sharing $layout: rank $rank may open only [$open]"; return 1; }
-            # By hand: Slurm's number is the GPU's place among the job's GPUs (or its index).
-            IFS=, read -r -a job_gpus <<< "$job"
-            [ "$step" == "$gpus" ] || [ "${job_gpus[$step]:-}" == "$gpus" ] \
-                || { fail "allow-task-sharing $layout: rank $rank runs beside GPU $gpus, Slurm named $step of the job's $job"; return 1; }
+            # Slurm's number is the GPU's place among the step's GPUs (or its index).
+            [ "$step" == "$gpus" ] || [ "${step_gpus[$step]:-}" == "$gpus" ] \
+                || { fail "allow-task-sharing $layout: rank $rank runs beside GPU $gpus, Slurm named $step of the step's ${step_gpus[*]}"; return 1; }
         done < "$work/out"
         assert_eq "allow-task-sharing $layout: distinct GPUs" 2 "$(report_field 4 | tr ' ' '\n' | sort -u | wc -l)" || return 1
-        ! grep -q "warning" "$work/err" || fail "allow-task-sharing $layout: $(cat "$work/err")" || return 1
+        ! grep -qF "LAMA binds nothing" "$work/err" || fail "allow-task-sharing $layout: $(cat "$work/err")" || return 1
     done
     # With --gpu-bind=none LAMA chooses: both tasks may open both GPUs, each sees its own first.
     run_srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=none --lama-map=gcsbnh || fail "srun --gpu-bind=none failed: $(cat "$work/err")" || return 1
@@ -1584,7 +1587,8 @@ t_row_contain_devices() {
     # ConstrainDevices=yes: a step may open only its own GPUs, and Slurm numbers them from 0 in
     # CUDA_VISIBLE_DEVICES while SLURM_STEP_GPUS keeps node1's numbers. A job holding two GPUs
     # and CPU 0 (gres.conf: GPUs 0 and 1 are near CPU 0) leaves GPUs 2 and 3 to the LAMA step.
-    assert_eq "ConstrainDevices" "yes" "$(on node1 sh -c "sed -n 's/^ConstrainDevices=//p' /etc/slurm/cgroup.conf")" || return 1
+    # Spelled True, as a YAML or Ansible boolean writes it (Slurm's s_p_handle_boolean takes it).
+    assert_eq "ConstrainDevices" "True" "$(on node1 sh -c "sed -n 's/^ConstrainDevices=//p' /etc/slurm/cgroup.conf")" || return 1
     local holder
     holder=$(as_user sbatch --parsable -w node1 -n1 --gres=gpu:2 -o /dev/null --wrap 'sleep 300') || return 1
     wait_for 30 job_running "$holder" || { as_user scancel "$holder"; fail "the job holding two GPUs did not start"; return 1; }

@@ -137,16 +137,16 @@ case "$role" in
         done
         # NVIDIA's driver files for those devices: /proc/driver/nvidia/gpus/<bus id>/information
         # gives each card's device minor, which the plugin reads to tell which card a gres.conf
-        # file is. The driver numbers the cards in PCI bus order: minor k is the k-th NVIDIA
-        # display or 3D controller of the node's topology.
+        # file is, and its UUID (here made of the minor). The driver numbers the cards in PCI
+        # bus order: minor k is the k-th NVIDIA display or 3D controller of the node's topology.
         xml=/etc/slurm/topology/$node.xml
         if [ -e /dev/nvidia0 ] && [ -f "$xml" ] && ! mountpoint -q /proc/driver; then
             mount -t tmpfs -o mode=0755 nvidia-driver /proc/driver
             minor=0
             for bus in $(grep -o 'pci_busid="[^"]*" pci_type="030[02] \[10de:' "$xml" | cut -d'"' -f2 | sort); do
                 mkdir -p "/proc/driver/nvidia/gpus/$bus"
-                printf 'Model: \t\t (none: a test node)\nDevice Minor: \t %s\nBus Location: \t %s\n' \
-                    "$minor" "$bus" > "/proc/driver/nvidia/gpus/$bus/information"
+                printf 'Model: \t\t (none: a test node)\nGPU UUID: \t GPU-5a11e000-0000-4000-8000-%012d\nDevice Minor: \t %s\nBus Location: \t %s\n' \
+                    "$minor" "$minor" "$bus" > "/proc/driver/nvidia/gpus/$bus/information"
                 minor=$((minor + 1))
             done
             mount -o remount,ro /proc/driver

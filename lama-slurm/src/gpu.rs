@@ -320,6 +320,54 @@ pub fn gpus_per_task(gpus: Option<&str>, tres: Option<&str>) -> Result<Option<u3
     Ok(None)
 }
 
+/// Slurm's value of `CUDA_VISIBLE_DEVICES` for a step (`tokens`, one per step GPU) rewritten
+/// so that CUDA, which LAMA tells `CUDA_DEVICE_ORDER=PCI_BUS_ID`, opens the cards Slurm meant,
+/// where Slurm numbers the node's GPUs by gres.conf's files in another order than the PCI bus
+/// (the card of Slurm's GPU `slurm[j]` is at `step_buses[j]`; `node_buses`: the node's GPUs in
+/// bus order; `uuids`: each step card's UUID, where the driver says them). CUDA reads a
+/// number `k` as the `k`-th card by bus among those it may open: every node card without
+/// ConstrainDevices (Slurm's numbers are its indexes), the step's own with it (Slurm numbers
+/// them from 0). `Ok(None)`: Slurm's numbers already name the right cards; else the cards'
+/// UUIDs, or where the numbering is certain (numbers from 0 that are not Slurm's indexes) their
+/// ranks by bus among the step's; `Err`: which cards CUDA would open cannot be told.
+pub fn cuda_tokens_in_bus_order(
+    tokens: &[String],
+    slurm: &[u32],
+    step_buses: &[String],
+    node_buses: &[String],
+    uuids: Option<&[String]>,
+) -> Result<Option<Vec<String>>, String> {
+    let bus = |b: &String| b.to_ascii_lowercase();
+    let indexes: Vec<String> = slurm.iter().map(u32::to_string).collect();
+    let from_zero = tokens != indexes.as_slice();
+    let local_ok = step_buses.windows(2).all(|w| bus(&w[0]) < bus(&w[1]));
+    let global_ok = slurm
+        .iter()
+        .zip(step_buses)
+        .all(|(&k, b)| node_buses.get(k as usize).map(bus) == Some(bus(b)));
+    if local_ok && (from_zero || global_ok) {
+        return Ok(None);
+    }
+    if let Some(u) = uuids.filter(|u| u.len() == slurm.len()) {
+        return Ok(Some(u.to_vec()));
+    }
+    if from_zero {
+        let mut sorted: Vec<String> = step_buses.iter().map(bus).collect();
+        sorted.sort();
+        let rank = |b: &String| sorted.iter().position(|s| *s == bus(b)).unwrap_or(0);
+        return Ok(Some(
+            step_buses.iter().map(|b| rank(b).to_string()).collect(),
+        ));
+    }
+    Err(format!(
+        "gres.conf numbers this node's GPUs in another order than the PCI bus, and whether CUDA \
+         sees every card of the node or only the step's cannot be told (the driver gives no \
+         UUID): CUDA_VISIBLE_DEVICES keeps Slurm's numbers ({}), which CUDA may read as other \
+         cards; list gres.conf's GPUs in bus order",
+        tokens.join(",")
+    ))
+}
+
 /// A task's GPU variables. `tokens` is Slurm's value of the vendor variable for the whole
 /// step, one token per step GPU (local numbers under `ConstrainDevices`, else Slurm's
 /// indexes), `own` the task's GPUs as positions in it, `slurm` Slurm's indexes of the step's
@@ -540,6 +588,72 @@ mod tests {
         let e = request("csbnh", None, Some("1:g"), Order::Natural, 1, false).unwrap_err();
         assert!(e.contains("counts tasks per GPU"), "{e}");
         assert!(request("gx", None, None, Order::Natural, 1, false).is_err());
+    }
+
+    #[test]
+    fn cuda_reads_slurms_numbers_as_the_cards_slurm_meant() {
+        let v = |s: &[&str]| s.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        // The docker GPU node by hand: cards A<B<C<D by bus; gres.conf lists C and D first, so
+        // Slurm's GPUs 0,1,2,3 are C,D,A,B.
+        let node = v(&[
+            "0000:04:00.0",
+            "0000:05:00.0",
+            "0000:84:00.0",
+            "0000:85:00.0",
+        ]);
+        let (a, b, c, d) = (&node[0], &node[1], &node[2], &node[3]);
+        let all = [c.clone(), d.clone(), a.clone(), b.clone()];
+        // Without ConstrainDevices CUDA would read Slurm's 0 as A: the UUIDs say C.
+        let uuids = v(&["GPU-c", "GPU-d", "GPU-a", "GPU-b"]);
+        assert_eq!(
+            cuda_tokens_in_bus_order(
+                &v(&["0", "1", "2", "3"]),
+                &[0, 1, 2, 3],
+                &all,
+                &node,
+                Some(&uuids)
+            ),
+            Ok(Some(uuids.clone()))
+        );
+        // Unknown UUIDs, numbers that may be either: told, not guessed.
+        let e =
+            cuda_tokens_in_bus_order(&v(&["0", "1", "2", "3"]), &[0, 1, 2, 3], &all, &node, None)
+                .unwrap_err();
+        assert!(e.contains("list gres.conf's GPUs in bus order"), "{e}");
+        // Under ConstrainDevices a step of Slurm's GPUs 1 and 2 (D and A) is numbered 0,1; CUDA
+        // sees A and D, A first: D is CUDA's 1, A its 0.
+        assert_eq!(
+            cuda_tokens_in_bus_order(
+                &v(&["0", "1"]),
+                &[1, 2],
+                &[d.clone(), a.clone()],
+                &node,
+                None
+            ),
+            Ok(Some(v(&["1", "0"])))
+        );
+        // Slurm's GPUs 2 and 3 (A, B) numbered from 0: already in bus order, nothing to change.
+        assert_eq!(
+            cuda_tokens_in_bus_order(
+                &v(&["0", "1"]),
+                &[2, 3],
+                &[a.clone(), b.clone()],
+                &node,
+                None
+            ),
+            Ok(None)
+        );
+        // gres.conf in bus order: Slurm's numbers are CUDA's, either way.
+        assert_eq!(
+            cuda_tokens_in_bus_order(
+                &v(&["0", "2"]),
+                &[0, 2],
+                &[a.clone(), c.clone()],
+                &node,
+                None
+            ),
+            Ok(None)
+        );
     }
 
     #[test]

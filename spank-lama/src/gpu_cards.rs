@@ -257,6 +257,21 @@ pub fn step_files(
         .collect()
 }
 
+/// The UUID NVIDIA's driver gives the card at `bus` (`GPU UUID` in
+/// `/proc/driver/nvidia/gpus/<bus>/information`), if it says one.
+pub fn nvidia_uuid(fs: &dyn NodeFiles, bus: &str) -> Option<String> {
+    let info = Path::new("/proc/driver/nvidia/gpus")
+        .join(bus.to_ascii_lowercase())
+        .join("information");
+    let text = fs.read(&info).ok()?;
+    text.lines().find_map(|l| {
+        l.split_once(':')
+            .filter(|(k, _)| k.trim() == "GPU UUID")
+            .map(|(_, v)| v.trim().to_string())
+            .filter(|v| v.starts_with("GPU-") && v.len() <= 64)
+    })
+}
+
 /// The device file of the card at `bus`, found by detection: NVIDIA's, else DRM's render node.
 fn files_of_card(fs: &dyn NodeFiles, bus: &str) -> Result<Vec<String>, String> {
     let bus = bus.to_ascii_lowercase();

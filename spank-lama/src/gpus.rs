@@ -75,6 +75,43 @@ pub fn read(env: impl Fn(&str) -> Option<String>, vendor: &str) -> Result<StepGp
     })
 }
 
+/// Where gres.conf numbers the node's NVIDIA GPUs out of PCI bus order (`gpus.cards` known),
+/// Slurm's `CUDA_VISIBLE_DEVICES` rewritten so that CUDA, told `CUDA_DEVICE_ORDER=PCI_BUS_ID`,
+/// opens the card each task is placed beside ([`lama_slurm::gpu::cuda_tokens_in_bus_order`]):
+/// the cards' UUIDs (`uuid`: the driver's, by bus id) or their ranks by bus. `Some(warning)`
+/// where that cannot be told.
+pub fn cuda_in_bus_order(
+    machine: &Machine,
+    gpus: &mut StepGpus,
+    uuid: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let (Some(tokens), Some(cards)) = (&gpus.tokens, &gpus.cards) else {
+        return None;
+    };
+    let node = machine_gpus(machine);
+    // Under Slurm's own binding each task keeps Slurm's value, and no order is set.
+    let lama_chooses = gpus.binding == SlurmGpuBind::None;
+    if gpus.uuids || !lama_chooses || node.first().is_none_or(|d| d.vendor != "NVIDIA") {
+        return None;
+    }
+    let node_buses: Vec<String> = node.iter().map(|d| d.bus_id.clone()).collect();
+    let uuids: Option<Vec<String>> = cards.iter().map(|b| uuid(b)).collect();
+    match lama_slurm::gpu::cuda_tokens_in_bus_order(
+        tokens,
+        &gpus.slurm,
+        cards,
+        &node_buses,
+        uuids.as_deref(),
+    ) {
+        Ok(Some(t)) => {
+            gpus.tokens = Some(t);
+            None
+        }
+        Ok(None) => None,
+        Err(warning) => Some(format!("warning: {warning}")),
+    }
+}
+
 /// The GPUs of `machine` (PCI bus order).
 pub fn machine_gpus(machine: &Machine) -> Vec<&Device> {
     machine

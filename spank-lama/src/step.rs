@@ -265,7 +265,12 @@ fn by_gpu(
             &crate::gpu_cards::RealFiles,
         )?;
     }
+    let fs = crate::gpu_cards::RealFiles;
+    let bus_order = gpus::cuda_in_bus_order(machine, &mut step_gpus, |bus| {
+        crate::gpu_cards::nvidia_uuid(&fs, bus)
+    });
     let mut placed = gpus::place_here(machine, request, &step_gpus, globals, overcommit, cpus)?;
+    placed.notes.extend(bus_order);
     if let Some(per_task) = placed.per_task.as_mut() {
         // Each task will learn its GPUs from the device files it may open.
         per_task.files = Some(crate::gpu_cards::step_files(

@@ -1493,7 +1493,7 @@ t_gpu_files() {
     # the cards at 84:00.0 and 85:00.0, which node1-gpus.xml puts near CPU 1. The plugin reads
     # which card each file is; by index it would take Slurm's GPU 0 for the card at 04:00.0
     # (CPU 0).
-    local task_report='echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${SLURM_STEP_GPUS-unset}"'
+    local task_report='echo "$SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status | cut -f2) ${LAMA_GPUS-unset} ${SLURM_STEP_GPUS-unset} ${CUDA_VISIBLE_DEVICES-unset}"'
     on node1 cp /etc/slurm/gres.conf /etc/slurm/gres.conf.before-test || return 1
     on node1 sh -c "printf 'AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/nvidia[2-3] Cores=1\nNodeName=node1 Name=gpu File=/dev/nvidia[0-1] Cores=0\nNodeName=node1 Name=shard Count=8 File=/dev/nvidia[0-3]\n' > /etc/slurm/gres.conf"
     local rc=0
@@ -1507,12 +1507,20 @@ gpu_files_steps() {
     restart_slurmd node1 || return 1
     # Each task beside the card of the GPU Slurm numbers: GPUs 0 and 1 near CPU 1, 2 and 3 near
     # CPU 0.
-    near() { while read -r rank cpus gpus step; do
+    near() { while read -r rank cpus gpus step visible; do
         [[ "$gpus" =~ ^[0-3]$ ]] || { fail "$1: rank $rank: LAMA_GPUS [$gpus]"; return 1; }
         assert_eq "$1: rank $rank's CPU (Slurm's GPU $gpus)" "$(( gpus < 2 ? 1 : 0 ))" "$cpus" || return 1
     done < "$work/out"; }
+    # The card CUDA opens (CUDA_DEVICE_ORDER=PCI_BUS_ID reads a number as the card of that rank
+    # by bus, which here is not Slurm's): its UUID, the driver's for the card of Slurm's GPU g
+    # (by hand: GPU 0 is /dev/nvidia2, the card at 84:00.0, minor 2).
+    first_card() { while read -r rank cpus gpus step visible; do
+        assert_eq "$1: rank $rank opens the card beside it first" \
+            "GPU-5a11e000-0000-4000-8000-$(printf %012d $(( gpus < 2 ? gpus + 2 : gpus - 2 )))" "${visible%%,*}" || return 1
+    done < "$work/out"; }
     run_srun -w node1 -n2 --gres=gpu:4 --lama-map=gcsbnh --lama-bind=1g || fail "srun 1g failed: $(cat "$work/err")" || return 1
     near "1g" || return 1
+    first_card "1g" || return 1
     assert_eq "1g: one task per socket" "0 1" "$(report_field 2 | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/ $//')" || return 1
     # The job's SLURM_CONF is the user's: one pointing at a copy of slurm.conf beside a
     # gres.conf in the other order (on the submit host, for srun, and on node1) changes

@@ -1442,6 +1442,19 @@ t_gpu_placement() {
         assert_eq "allow-task-sharing $layout: distinct GPUs" 2 "$(report_field 4 | tr ' ' '\n' | sort -u | wc -l)" || return 1
         ! grep -qF "LAMA binds nothing" "$work/err" || fail "allow-task-sharing $layout: $(cat "$work/err")" || return 1
     done
+    # The same under a site default (map=csbnh, no --lama-* option): every task runs, each on
+    # the CPU of the GPU Slurm named for it.
+    set_plugstack "map=csbnh"
+    as_user srun -w node1 -n2 --gpus-per-task=1 --gres-flags=allow-task-sharing --cpu-bind=map_cpu:1,0 \
+        bash -c "$task_report" > "$work/out" 2> "$work/err"
+    local rc=$?
+    reset_plugstack
+    [ $rc -eq 0 ] || fail "allow-task-sharing under the site default: $(cat "$work/err")" || return 1
+    sort -n -o "$work/out" "$work/out"
+    assert_eq "allow-task-sharing, site default: ranks" "0 1" "$(report_field 1)" || return 1
+    while read -r rank host cpus gpus visible nic ucx step order open; do
+        assert_eq "allow-task-sharing, site default: rank $rank's CPU (GPU $gpus)" "$((gpus / 2))" "$cpus" || return 1
+    done < "$work/out"
     # With --gpu-bind=none LAMA chooses: both tasks may open both GPUs, each sees its own first.
     run_srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=none --lama-map=gcsbnh || fail "srun --gpu-bind=none failed: $(cat "$work/err")" || return 1
     while read -r rank host cpus gpus visible nic ucx step order open; do

@@ -80,8 +80,9 @@ pub struct SlurmPerTask {
     /// The PCI bus id of each step GPU's card, by its place in `SLURM_STEP_GPUS`.
     pub buses: Vec<String>,
     /// Each step GPU's device files (those that name its card), set by the caller: what a
-    /// task may open tells its GPUs ([`SlurmPerTask::own_gpus`]).
-    pub files: Option<Vec<Vec<String>>>,
+    /// task may open tells its GPUs ([`SlurmPerTask::own_gpus`]); `Err`: why they are not
+    /// known.
+    pub files: Option<Result<Vec<Vec<String>>, String>>,
 }
 
 impl SlurmPerTask {
@@ -111,8 +112,12 @@ impl SlurmPerTask {
         )?;
         let named = lama_slurm::gpu::parse_indexes(given)?;
         let step = &self.builder.slurm;
-        let Some(files) = self.files.as_ref() else {
-            return Ok(named);
+        let files = match self.files.as_ref() {
+            None => return Ok(named),
+            Some(Err(why)) => {
+                return Err(format!("the step's GPU device files are unknown: {why}"))
+            }
+            Some(Ok(files)) => files,
         };
         let mine = self.openable(files, access)?;
         if mine.is_empty() {

@@ -845,7 +845,9 @@ mod tests {
             ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
         ];
         let mut p = per_task_here(&node(), &vars, &[0, 1]);
-        p.files = Some((0..4).map(|g| vec![format!("/dev/nvidia{g}")]).collect());
+        p.files = Some(Ok((0..4)
+            .map(|g| vec![format!("/dev/nvidia{g}")])
+            .collect()));
         p
     }
 
@@ -884,6 +886,13 @@ mod tests {
         );
         let e = p.own_gpus(None, only(&["/dev/nvidia3"])).unwrap_err();
         assert!(e.contains("SLURM_STEP_GPUS is not set"), "{e}");
+        // Device files that could not be found: no task can tell its GPUs.
+        let mut unknown = p.clone();
+        unknown.files = Some(Err("no device file of Slurm's GPU 0 names its card".into()));
+        let e = unknown
+            .own_gpus(Some("0"), only(&["/dev/nvidia3"]))
+            .unwrap_err();
+        assert!(e.contains("the step's GPU device files are unknown"), "{e}");
     }
 
     #[test]
@@ -906,10 +915,10 @@ mod tests {
             ("SLURM_TRES_BIND", "gres/gpu:per_task:1"),
         ];
         let mut p = per_task_here(&node(), &vars, &[0, 1]);
-        p.files = Some(vec![
+        p.files = Some(Ok(vec![
             vec!["/dev/nvidia1".into()],
             vec!["/dev/nvidia2".into()],
-        ]);
+        ]));
         let both: &[&str] = &["/dev/nvidia1", "/dev/nvidia2"];
         // 0 can only be a place (GPU 1), 2 only an index (GPU 2).
         assert_eq!(p.own_gpus(Some("0"), only(both)).unwrap(), [1]);

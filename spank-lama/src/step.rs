@@ -272,14 +272,15 @@ fn by_gpu(
     let mut placed = gpus::place_here(machine, request, &step_gpus, globals, overcommit, cpus)?;
     placed.notes.extend(bus_order);
     if let Some(per_task) = placed.per_task.as_mut() {
-        // Each task will learn its GPUs from the device files it may open.
+        // Each task will learn its GPUs from the device files it may open; where they cannot
+        // be found, no task can, and each keeps Slurm's binding (never killed).
         per_task.files = Some(crate::gpu_cards::step_files(
             slurm_conf.as_deref(),
             &slurm_node_name(spank)?,
             &step_gpus.slurm,
             &per_task.buses,
-            &crate::gpu_cards::RealFiles,
-        )?);
+            &fs,
+        ));
     }
     tracing::info!(
         node, source = %resolved.source, cpus = %machine.available(),

@@ -1,8 +1,7 @@
 //! Slurm's variables that the plugin and lama exec read: GPU lists, GPUs per task, GPU
-//! binding, task counts per node, the launchers' rank variables, and slurm.conf and
-//! cgroup.conf lines.
+//! binding, task counts per node and the launchers' rank variables.
 #![no_main]
-use lama_slurm::gpu::{conf_value, gpus_per_task, parse_indexes, slurm_boolean, SlurmGpuBind};
+use lama_slurm::gpu::{gpus_per_task, parse_indexes, SlurmGpuBind};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,9 +17,6 @@ fuzz_target!(|data: &[u8]| {
     let _ = gpus_per_task(Some(text), Some(text));
     let _ = gpus_per_task(None, Some(text));
     let _ = SlurmGpuBind::read(Some(text), Some(text)).own_gpus_per_task();
-    let _ = slurm_boolean(text);
-    // slurm.conf's and cgroup.conf's lines, where the plugin still reads them itself.
-    let _ = conf_value(text, "ConstrainDevices").map(|v| slurm_boolean(&v));
     let _ = lama_slurm::distribution::parse_counts(text);
     let _ = lama_slurm::distribution::distinct_cpus_per_node(text);
     // A launcher's environment: KEY=VALUE lines.

@@ -263,6 +263,21 @@ fn synthetic_pus(desc: &str) -> Option<u128> {
 /// with its line. One pass over the attributes.
 pub fn xml_content_problem(text: &str) -> Option<String> {
     let line_at = |at: usize| line_of(text, at);
+    if let Some(at) = text.find("<?xml") {
+        let end = text[at..].find("?>").map_or(text.len(), |i| at + i);
+        if let Some(enc) = attribute(&text[at..end], "encoding") {
+            if !["UTF-8", "US-ASCII", "ASCII"]
+                .iter()
+                .any(|e| e.eq_ignore_ascii_case(enc))
+            {
+                return Some(format!(
+                    "line {}: the encoding is \"{}\", where hwloc writes UTF-8",
+                    line_at(at),
+                    enc.chars().take(40).collect::<String>()
+                ));
+            }
+        }
+    }
     if let Some(at) = text.find("<topology") {
         let tag_end = text[at..].find('>').map_or(text.len(), |i| at + i);
         let tag = &text[at..tag_end];
@@ -306,8 +321,39 @@ pub fn xml_content_problem(text: &str) -> Option<String> {
                 }
             }
         }
+        // hwloc 2 (2.9 to 2.12 at least) crashes on an object with a CPU or node set but no
+        // complete one (found by fuzzing: a typo in an attribute's name was enough); it writes
+        // both.
+        for (set, complete) in [
+            ("cpuset", "complete_cpuset"),
+            ("nodeset", "complete_nodeset"),
+        ] {
+            if has_attribute(tag, set) && !has_attribute(tag, complete) {
+                return Some(format!(
+                    "line {}: an object with a {set} but no {complete}, which hwloc cannot \
+                     read (hwloc writes both: export the node again with `lama export` or \
+                     `lstopo --of xml`)",
+                    line_at(lt)
+                ));
+            }
+        }
         let ty = attribute(tag, "type").unwrap_or("");
-        if ty == "PU" || ty == "NUMANode" {
+        if !OBJECT_TYPES.iter().any(|t| t.eq_ignore_ascii_case(ty)) {
+            return Some(format!(
+                "line {}: an object of type \"{}\", which hwloc does not write (it takes \
+                 abbreviations of its names, and a PU or NUMA node without its os_index \
+                 costs it 512 MiB)",
+                line_at(lt),
+                ty.chars().take(40).collect::<String>()
+            ));
+        }
+        if ty.eq_ignore_ascii_case("PU") || ty.eq_ignore_ascii_case("NUMANode") {
+            if !has_attribute(tag, "os_index") {
+                return Some(format!(
+                    "line {}: a {ty} without its os_index, which hwloc always writes",
+                    line_at(lt)
+                ));
+            }
             if let Some(v) = attribute(tag, "os_index") {
                 if v.parse::<u64>().map_or(true, |n| n > MAX_OS_INDEX) {
                     return Some(format!(
@@ -325,6 +371,21 @@ pub fn xml_content_problem(text: &str) -> Option<String> {
 /// The line (from 1) of byte `at` of `text`.
 fn line_of(text: &str, at: usize) -> usize {
     text[..at].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+/// The object types hwloc 2 writes in XML, and those of hwloc 1.x exports it still reads.
+const OBJECT_TYPES: [&str; 24] = [
+    "Machine", "Package", "Die", "Core", "PU", "NUMANode", "MemCache", "Group", "Misc", "L1Cache",
+    "L2Cache", "L3Cache", "L4Cache", "L5Cache", "L1iCache", "L2iCache", "L3iCache", "Bridge",
+    "PCIDev", "OSDev", "System", "Socket", "Cache", "Node",
+];
+
+/// Whether an XML start tag has attribute `name`, however its value is quoted.
+fn has_attribute(tag: &str, name: &str) -> bool {
+    tag.match_indices(name).any(|(i, _)| {
+        tag[..i].ends_with(char::is_whitespace)
+            && tag[i + name.len()..].trim_start().starts_with('=')
+    })
 }
 
 /// The value of attribute `name` in an XML start tag, if there.
@@ -462,11 +523,15 @@ fn xml_topology(text: &str, shown: &str, io: Io) -> Result<Topology, LoadError> 
         path: shown.to_string(),
         why: xml_problem(text),
     };
-    builder(io)?
-        .from_xml(text)
-        .map_err(|_| invalid())?
-        .build()
-        .map_err(|_| invalid())
+    // hwlocality panics ("unreachable") on some errors hwloc reports while reading a buffer
+    // (EILSEQ for an encoding libxml2 refuses, found by fuzzing): an error here, never a crash.
+    let b = builder(io)?;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        b.from_xml(text).ok()?.build().ok()
+    }))
+    .ok()
+    .flatten()
+    .ok_or_else(invalid)
 }
 
 /// LAMA's machine text (`lama_engine::machine_text`, the form of the plugin's topology cache
@@ -540,6 +605,26 @@ pub fn to_machine(topology: &Topology, name: &str) -> Result<Machine, LoadError>
 /// Converts an hwloc topology into the engine's model; with `allowed`, the PUs outside it are
 /// unavailable, without it every PU is available.
 fn convert(
+    topology: &Topology,
+    name: &str,
+    allowed: Option<&CpuSet>,
+) -> Result<Machine, LoadError> {
+    // hwlocality panics ("unreachable") on some attributes hwloc accepted from a malformed XML
+    // file (a host bridge below a bridge, found by fuzzing): an error, never a crash.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        convert_objects(topology, name, allowed)
+    }))
+    .unwrap_or_else(|_| {
+        Err(LoadError::Hwloc {
+            action: "read the topology's objects",
+            reason: "hwloc gave objects of impossible kinds (a host bridge below another \
+                     bridge, say): export the node again with `lama export` or `lstopo --of xml`"
+                .to_string(),
+        })
+    })
+}
+
+fn convert_objects(
     topology: &Topology,
     name: &str,
     allowed: Option<&CpuSet>,
@@ -1082,8 +1167,35 @@ mod device_tests {
             attribute(r#"<object complete_cpuset="0x1" cpuset="0x2""#, "cpuset"),
             Some("0x2")
         );
-        let v2 = r#"<topology version="2.0"><object type="PU" os_index="1048576" cpuset="0x1"/>"#;
+        let v2 = r#"<topology version="2.0"><object type="PU" os_index="1048576" cpuset="0x1" complete_cpuset="0x1"/>"#;
         assert_eq!(xml_content_problem(v2), None);
+        // A CPU set without its complete one, however quoted, which crashes hwloc (fuzzing).
+        for tag in [
+            r#"<object type="Core" cpuset="0x3" complete_cpuste="0x3">"#,
+            r#"<object type="Core" cpuset = '0x3'>"#,
+        ] {
+            let e = xml_content_problem(&format!("<topology version=\"2.0\">\n{tag}")).unwrap();
+            assert!(
+                e.starts_with("line 2: an object with a cpuset but no complete_cpuset"),
+                "{e}"
+            );
+        }
+        // A type hwloc reads as an abbreviation ("NUM": a NUMA node), and a NUMA node without
+        // its os_index: hwloc then sets bit 2^32-1 of a node set (512 MiB, fuzzing).
+        let bad =
+            r#"<topology version="2.0"><object type="NUM" cpuset="0x1" complete_cpuset="0x1">"#;
+        assert!(xml_content_problem(bad)
+            .unwrap()
+            .contains("an object of type \"NUM\", which hwloc does not write"));
+        let bad = bad.replace("\"NUM\"", "\"NUMANode\"");
+        assert!(xml_content_problem(&bad)
+            .unwrap()
+            .contains("a NUMANode without its os_index"));
+        // An encoding other than UTF-8 (hwlocality panicked on libxml2's EILSEQ, fuzzing).
+        let utf7 = format!("<?xml version=\"1.0\" encoding=\"UTF-7\"?>\n{v2}");
+        assert!(xml_content_problem(&utf7)
+            .unwrap()
+            .starts_with("line 1: the encoding is \"UTF-7\""));
         let far = v2.replace("1048576", "1048577");
         assert!(xml_content_problem(&far)
             .unwrap()
@@ -1103,6 +1215,24 @@ mod device_tests {
                     assert_eq!(xml_content_problem(&text), None, "{}", p.display());
                 }
             }
+        }
+    }
+
+    /// The fuzzer's find: one object's complete_cpuset misspelled made hwloc (2.9, 2.12)
+    /// crash with SIGSEGV in `lama map --topology` and, for a site file, in slurmd. Refused with
+    /// the line instead (without the check this test dies with the process).
+    #[test]
+    fn an_object_without_its_complete_cpuset_is_refused_not_a_crash() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/topologies/Intel-Skylake-2xXeon6140.xml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(load_xml_text(&text, &path, Io::Skip).is_ok());
+        let typo = text.replacen("complete_cpuset=", "complete_cpuste=", 1);
+        match load_xml_text(&typo, &path, Io::Skip) {
+            Err(LoadError::InvalidXml { why, .. }) => {
+                assert!(why.contains("a cpuset but no complete_cpuset"), "{why}")
+            }
+            other => panic!("{other:?}"),
         }
     }
 

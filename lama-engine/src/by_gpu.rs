@@ -34,8 +34,8 @@ pub fn place_gpu_slots(
         per_gpu: None,
         cpus_per_task: req.cpus_per_task.max(1).div_ceil(k),
         // Slots are not tasks: a spare GPU, or GPUs that outnumber the CPUs near them, share
-        // CPUs rather than refuse a step Slurm runs. Tasks of distinct GPUs still get distinct
-        // CPUs wherever there are enough.
+        // CPUs rather than refuse a job the resource manager runs. Tasks of distinct GPUs
+        // still get distinct CPUs wherever there are enough.
         oversubscribe: true,
         ..req.clone()
     };

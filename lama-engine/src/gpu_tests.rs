@@ -427,8 +427,9 @@ fn slots_per_gpu_joined_for_any_gpus_a_task_is_given() {
         join_slots(&slots.tasks, &[0, 1]).unwrap().cpus.to_string(),
         "0-1"
     );
-    // -c 3 rounds up to 2 per slot: 4 CPUs for a package's two GPUs, which has 2. Slurm runs
-    // one such task (-n1 -c3 on 4 CPUs): the slots share CPUs rather than refuse it.
+    // -c 3 rounds up to 2 per slot: 4 CPUs for a package's two GPUs, which has 2. A resource
+    // manager runs one such task (-n1 -c3 on 4 CPUs): the slots share CPUs rather than refuse
+    // it.
     c.cpus_per_task = 3;
     // By hand: each slot is its GPU's package, shared by the package's two GPUs; a task given
     // GPUs 0 and 1 runs on package 0.
@@ -443,8 +444,8 @@ fn slots_per_gpu_joined_for_any_gpus_a_task_is_given() {
 #[test]
 fn spare_gpus_and_gpus_that_outnumber_their_cpus_share_slots() {
     // The docker GPU node by hand: one CPU per package, two GPUs near each. Two tasks of two
-    // GPUs each (srun -n2 --gpus-per-task=2, which Slurm runs): GPUs 0 and 1 share CPU 0's
-    // slot, 2 and 3 CPU 1's; a task given 0 and 1 runs on CPU 0, one given 2 and 3 on CPU 1.
+    // GPUs each (which a resource manager runs): GPUs 0 and 1 share CPU 0's slot, 2 and 3
+    // CPU 1's; a task given 0 and 1 runs on CPU 0, one given 2 and 3 on CPU 1.
     let m = numa_node(2, 1, 1, &[&[0], &[0], &[1], &[1]]);
     let all = all_gpus(&m);
     // The plugin's request: the default binding (1c), not asked.

@@ -116,8 +116,10 @@ pub fn man_page(version: &str) -> String {
          \"topology cached in FILE (N bytes, M ms)\" or why not. For each step and node: the \
          topology source and its cost (source=... topology_us=...), every source skipped with \
          the reason, the step cpuset and where it was read, and the layout and binding placed. \
-         With --lama-verbose (or verbose=yes) each task prints one line to the user's terminal: \
-         its mask, the PU it is mapped to and a picture of the node. Warnings that concern the \
+         With --lama-verbose (or verbose=yes) each task prints one line to the user's terminal, \
+         as Slurm's --cpu-bind=verbose does: the layout and binding, the task, its CPUs and \
+         where they are (lama scbnh:1c - node1, task  0  0 [pid]: cpus 0-1 \
+         package[0][core:0]), then its memory and devices. Warnings that concern the \
          whole step (a binding narrower than -c, --cpu-bind together with LAMA, a distribution \
          hint) are printed once, by the step's first node.",
     );

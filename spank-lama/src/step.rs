@@ -104,8 +104,11 @@ pub fn by_layout(
     let per_task = binding.own_gpus_per_task().filter(|_| has_gpus);
     let Some(k) = per_task.filter(|_| request.gpu.is_none()) else {
         if let Some(warning) = cpu_layout_beside_slurms_gpus(request, &binding, has_gpus) {
+            // It concerns the step: the user reads it once, from the step's first node.
             tracing::warn!(node, "lama: {warning}");
-            spank_log_user!("lama: {node}: {warning}");
+            if spank.job_nodeid().unwrap_or(0) == 0 {
+                spank_log_user!("lama: {node}: {warning}");
+            }
         }
         return place_by_layout(spank, site, node, request);
     };

@@ -341,8 +341,9 @@ fn host_name() -> String {
 }
 
 /// This rank placed by the layout, as the plugin places a node's tasks: among `step_pus` CPUs
-/// (`machine`), `-c` counted as the plugin counts it: in threads, or in cores where every CPU asked for brought a whole core's
-/// threads ([`lama_slurm::cpus_per_task::step_unit`], from this node's ranks).
+/// (`machine`), `-c` counted as the plugin counts it: in threads, or in cores where every CPU
+/// asked for brought a whole core's threads ([`lama_slurm::cpus_per_task::step_unit`], from
+/// this node's ranks).
 fn by_layout(
     args: &ExecArgs,
     me: &Rank,

@@ -320,22 +320,23 @@ pub fn gpus_per_task(gpus: Option<&str>, tres: Option<&str>) -> Result<Option<u3
     Ok(None)
 }
 
-/// Slurm's value of `CUDA_VISIBLE_DEVICES` for a step (`tokens`, one per step GPU) rewritten
-/// so that CUDA, which LAMA tells `CUDA_DEVICE_ORDER=PCI_BUS_ID`, opens the cards Slurm meant,
+/// Slurm's value of `CUDA_VISIBLE_DEVICES` for a step (`tokens`, one per step GPU) rewritten so
+/// that CUDA, which LAMA tells `CUDA_DEVICE_ORDER=PCI_BUS_ID`, opens the cards Slurm meant,
 /// where Slurm numbers the node's GPUs by gres.conf's files in another order than the PCI bus
 /// (the card of Slurm's GPU `slurm[j]` is at `step_buses[j]`; `node_buses`: the node's GPUs in
-/// bus order; `uuids`: each step card's UUID, where the driver says them). CUDA reads a
-/// number `k` as the `k`-th card by bus among those it may open: every node card without
-/// ConstrainDevices (Slurm's numbers are its indexes), the step's own with it (Slurm numbers
-/// them from 0). `Ok(None)`: Slurm's numbers already name the right cards; else the cards'
-/// UUIDs, or where the numbering is certain (numbers from 0 that are not Slurm's indexes) their
-/// ranks by bus among the step's; `Err`: which cards CUDA would open cannot be told.
+/// bus order; `uuids`: each step card's UUID, where the driver says them, read only when
+/// Slurm's numbers are wrong). CUDA reads a number `k` as the `k`-th card by bus among those it
+/// may open: every node card without ConstrainDevices (Slurm's numbers are its indexes), the
+/// step's own with it (Slurm numbers them from 0). `Ok(None)`: Slurm's numbers already name the
+/// right cards; else the cards' UUIDs, or where the numbering is certain (numbers from 0 that
+/// are not Slurm's indexes) their ranks by bus among the step's; `Err`: which cards CUDA would
+/// open cannot be told.
 pub fn cuda_tokens_in_bus_order(
     tokens: &[String],
     slurm: &[u32],
     step_buses: &[String],
     node_buses: &[String],
-    uuids: Option<&[String]>,
+    uuids: impl FnOnce() -> Option<Vec<String>>,
 ) -> Result<Option<Vec<String>>, String> {
     let bus = |b: &String| b.to_ascii_lowercase();
     let indexes: Vec<String> = slurm.iter().map(u32::to_string).collect();
@@ -348,8 +349,8 @@ pub fn cuda_tokens_in_bus_order(
     if local_ok && (from_zero || global_ok) {
         return Ok(None);
     }
-    if let Some(u) = uuids.filter(|u| u.len() == slurm.len()) {
-        return Ok(Some(u.to_vec()));
+    if let Some(u) = uuids().filter(|u| u.len() == slurm.len()) {
+        return Ok(Some(u));
     }
     if from_zero {
         let mut sorted: Vec<String> = step_buses.iter().map(bus).collect();
@@ -611,14 +612,19 @@ mod tests {
                 &[0, 1, 2, 3],
                 &all,
                 &node,
-                Some(&uuids)
+                || Some(uuids.clone())
             ),
             Ok(Some(uuids.clone()))
         );
         // Unknown UUIDs, numbers that may be either: told, not guessed.
-        let e =
-            cuda_tokens_in_bus_order(&v(&["0", "1", "2", "3"]), &[0, 1, 2, 3], &all, &node, None)
-                .unwrap_err();
+        let e = cuda_tokens_in_bus_order(
+            &v(&["0", "1", "2", "3"]),
+            &[0, 1, 2, 3],
+            &all,
+            &node,
+            || None,
+        )
+        .unwrap_err();
         assert!(e.contains("list gres.conf's GPUs in bus order"), "{e}");
         // Under ConstrainDevices a step of Slurm's GPUs 1 and 2 (D and A) is numbered 0,1; CUDA
         // sees A and D, A first: D is CUDA's 1, A its 0.
@@ -628,7 +634,7 @@ mod tests {
                 &[1, 2],
                 &[d.clone(), a.clone()],
                 &node,
-                None
+                || None
             ),
             Ok(Some(v(&["1", "0"])))
         );
@@ -639,7 +645,7 @@ mod tests {
                 &[2, 3],
                 &[a.clone(), b.clone()],
                 &node,
-                None
+                || None
             ),
             Ok(None)
         );
@@ -650,7 +656,7 @@ mod tests {
                 &[0, 2],
                 &[a.clone(), c.clone()],
                 &node,
-                None
+                || None
             ),
             Ok(None)
         );

@@ -63,6 +63,22 @@ fn is_bus_id(name: &str) -> bool {
     matches!(parts.as_slice(), [d, b, s, f] if hex(d, 4) && hex(b, 2) && hex(s, 2) && hex(f, 1))
 }
 
+/// NVIDIA's driver file of the card at `bus`: `/proc/driver/nvidia/gpus/<bus>/information`.
+fn nvidia_information(bus: &str) -> PathBuf {
+    Path::new("/proc/driver/nvidia/gpus")
+        .join(bus.to_ascii_lowercase())
+        .join("information")
+}
+
+/// The value of `key` in that file's `Key: value` lines.
+fn information_value<'t>(text: &'t str, key: &str) -> Option<&'t str> {
+    text.lines().find_map(|l| {
+        l.split_once(':')
+            .filter(|(k, _)| k.trim() == key)
+            .map(|(_, v)| v.trim())
+    })
+}
+
 /// The PCI bus id (lower case) of the card behind one device file.
 fn card_of_file(fs: &dyn NodeFiles, file: &str) -> Result<String, String> {
     let (major, minor) = fs
@@ -80,11 +96,7 @@ fn card_of_file(fs: &dyn NodeFiles, file: &str) -> Result<String, String> {
             let Ok(info) = fs.read(&gpus.join(&dir).join("information")) else {
                 continue;
             };
-            let own = info.lines().any(|l| {
-                l.split_once(':').is_some_and(|(k, v)| {
-                    k.trim() == "Device Minor" && v.trim().parse() == Ok(minor)
-                })
-            });
+            let own = information_value(&info, "Device Minor").map(str::parse) == Some(Ok(minor));
             if own && is_bus_id(&dir) {
                 return Ok(dir.to_ascii_lowercase());
             }
@@ -146,6 +158,24 @@ type GpuFiles = Vec<Vec<String>>;
 /// ([`crate::slurm_conf::config_file`], never the job's `SLURM_CONF`), beside which gres.conf
 /// is, also in configless mode; `node` is this node's `NodeName`, which gres.conf's
 /// `NodeName=` lines name. With the path of gres.conf, for messages.
+/// gres.conf beside slurmstepd's slurm.conf as this node's GPU numbering reads it: the file,
+/// and each GPU's device files where Slurm numbers them by gres.conf (`None`: by detection).
+/// Read once per step; [`GresFiles::cards`] and [`GresFiles::files`] use it.
+#[derive(Debug, Clone)]
+pub struct GresFiles {
+    gres: PathBuf,
+    files: Option<GpuFiles>,
+}
+
+/// Reads [`GresFiles`] for `node`.
+pub fn gres_files(
+    slurm_conf: Option<&Path>,
+    node: &str,
+    fs: &dyn NodeFiles,
+) -> Result<GresFiles, String> {
+    configured_files(slurm_conf, node, fs).map(|(gres, files)| GresFiles { gres, files })
+}
+
 fn configured_files(
     slurm_conf: Option<&Path>,
     node: &str,
@@ -200,24 +230,7 @@ pub fn step_cards(
     slurm: &[u32],
     fs: &dyn NodeFiles,
 ) -> Result<Option<Vec<String>>, String> {
-    let (gres, files) = configured_files(slurm_conf, node, fs)?;
-    let Some(files) = files else {
-        return Ok(None);
-    };
-    slurm
-        .iter()
-        .map(|&k| {
-            let gpu = files_of(&files, k, node, &gres)?;
-            card_of_gpu(fs, gpu).map_err(|e| {
-                format!(
-                    "cannot tell which card Slurm's GPU {k} ({}, {}) is: {e}",
-                    gpu.join(","),
-                    gres.display()
-                )
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Some)
+    gres_files(slurm_conf, node, fs)?.cards(node, slurm, fs)
 }
 
 /// The device files of each of the step's GPUs (`slurm`, whose cards are `buses`), those
@@ -233,57 +246,83 @@ pub fn step_files(
     buses: &[String],
     fs: &dyn NodeFiles,
 ) -> Result<Vec<Vec<String>>, String> {
-    let (gres, files) = configured_files(slurm_conf, node, fs)?;
-    slurm
-        .iter()
-        .zip(buses)
-        .map(|(&k, bus)| {
-            let own: Vec<String> = match &files {
-                Some(files) => files_of(files, k, node, &gres)?
-                    .iter()
-                    .filter(|f| card_of_file(fs, f).is_ok_and(|c| c.eq_ignore_ascii_case(bus)))
-                    .cloned()
-                    .collect(),
-                None => files_of_card(fs, bus)?,
-            };
-            if own.is_empty() {
-                return Err(format!(
-                    "no device file of Slurm's GPU {k} names its card {bus} ({})",
-                    gres.display()
-                ));
-            }
-            Ok(own)
-        })
-        .collect()
+    gres_files(slurm_conf, node, fs)?.files(node, slurm, buses, fs)
+}
+
+impl GresFiles {
+    /// [`step_cards`] from gres.conf already read.
+    pub fn cards(
+        &self,
+        node: &str,
+        slurm: &[u32],
+        fs: &dyn NodeFiles,
+    ) -> Result<Option<Vec<String>>, String> {
+        let Some(files) = &self.files else {
+            return Ok(None);
+        };
+        slurm
+            .iter()
+            .map(|&k| {
+                let gpu = files_of(files, k, node, &self.gres)?;
+                card_of_gpu(fs, gpu).map_err(|e| {
+                    format!(
+                        "cannot tell which card Slurm's GPU {k} ({}, {}) is: {e}",
+                        gpu.join(","),
+                        self.gres.display()
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// [`step_files`] from gres.conf already read.
+    pub fn files(
+        &self,
+        node: &str,
+        slurm: &[u32],
+        buses: &[String],
+        fs: &dyn NodeFiles,
+    ) -> Result<Vec<Vec<String>>, String> {
+        slurm
+            .iter()
+            .zip(buses)
+            .map(|(&k, bus)| {
+                let own: Vec<String> = match &self.files {
+                    Some(files) => files_of(files, k, node, &self.gres)?
+                        .iter()
+                        .filter(|f| card_of_file(fs, f).is_ok_and(|c| c.eq_ignore_ascii_case(bus)))
+                        .cloned()
+                        .collect(),
+                    None => files_of_card(fs, bus)?,
+                };
+                if own.is_empty() {
+                    return Err(format!(
+                        "no device file of Slurm's GPU {k} names its card {bus} ({})",
+                        self.gres.display()
+                    ));
+                }
+                Ok(own)
+            })
+            .collect()
+    }
 }
 
 /// The UUID NVIDIA's driver gives the card at `bus` (`GPU UUID` in
 /// `/proc/driver/nvidia/gpus/<bus>/information`), if it says one.
 pub fn nvidia_uuid(fs: &dyn NodeFiles, bus: &str) -> Option<String> {
-    let info = Path::new("/proc/driver/nvidia/gpus")
-        .join(bus.to_ascii_lowercase())
-        .join("information");
-    let text = fs.read(&info).ok()?;
-    text.lines().find_map(|l| {
-        l.split_once(':')
-            .filter(|(k, _)| k.trim() == "GPU UUID")
-            .map(|(_, v)| v.trim().to_string())
-            .filter(|v| v.starts_with("GPU-") && v.len() <= 64)
-    })
+    let text = fs.read(&nvidia_information(bus)).ok()?;
+    information_value(&text, "GPU UUID")
+        .filter(|v| v.starts_with("GPU-") && v.len() <= 64)
+        .map(str::to_string)
 }
 
 /// The device file of the card at `bus`, found by detection: NVIDIA's, else DRM's render node.
 fn files_of_card(fs: &dyn NodeFiles, bus: &str) -> Result<Vec<String>, String> {
     let bus = bus.to_ascii_lowercase();
-    let info = Path::new("/proc/driver/nvidia/gpus")
-        .join(&bus)
-        .join("information");
+    let info = nvidia_information(&bus);
     if let Ok(text) = fs.read(&info) {
-        let minor = text.lines().find_map(|l| {
-            l.split_once(':')
-                .filter(|(k, _)| k.trim() == "Device Minor")
-                .and_then(|(_, v)| v.trim().parse::<u32>().ok())
-        });
+        let minor = information_value(&text, "Device Minor").and_then(|v| v.parse::<u32>().ok());
         let minor = minor.ok_or_else(|| format!("{} has no Device Minor", info.display()))?;
         return Ok(vec![format!("/dev/nvidia{minor}")]);
     }

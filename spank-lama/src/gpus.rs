@@ -95,14 +95,9 @@ pub fn cuda_in_bus_order(
         return None;
     }
     let node_buses: Vec<String> = node.iter().map(|d| d.bus_id.clone()).collect();
-    let uuids: Option<Vec<String>> = cards.iter().map(|b| uuid(b)).collect();
-    match lama_slurm::gpu::cuda_tokens_in_bus_order(
-        tokens,
-        &gpus.slurm,
-        cards,
-        &node_buses,
-        uuids.as_deref(),
-    ) {
+    let uuids = || cards.iter().map(|b| uuid(b)).collect();
+    match lama_slurm::gpu::cuda_tokens_in_bus_order(tokens, &gpus.slurm, cards, &node_buses, uuids)
+    {
         Ok(Some(t)) => {
             gpus.tokens = Some(t);
             None
@@ -166,12 +161,12 @@ pub struct PlacedHere {
 
 /// Under Slurm's `per_task:K`: that this node's tasks can each have `k` GPUs of the step's,
 /// else why not. Which they are each task learns as it starts (see [`SlurmPerTask`]).
-fn per_task_count(
+fn enough_gpus_per_task(
     gpus: &StepGpus,
     binding: &SlurmGpuBind,
     k: u32,
     tasks: usize,
-) -> Result<u32, String> {
+) -> Result<(), String> {
     let wanted = tasks * k as usize;
     if wanted > gpus.slurm.len() {
         return Err(format!(
@@ -180,7 +175,7 @@ fn per_task_count(
             gpus.slurm.len()
         ));
     }
-    Ok(k)
+    Ok(())
 }
 
 /// Why a layout led by 'g' is refused under a Slurm binding where tasks share GPUs, or that
@@ -222,7 +217,10 @@ pub fn place_here(
     let step = step_devices(machine, gpus)?;
     let per_task = match (&gpus.binding, gpus.binding.own_gpus_per_task()) {
         (SlurmGpuBind::None, _) => None,
-        (b, Some(k)) => Some(per_task_count(gpus, b, k, globals.len())?),
+        (b, Some(k)) => {
+            enough_gpus_per_task(gpus, b, k, globals.len())?;
+            Some(k)
+        }
         (b, None) => return Err(shared_binding(b)),
     };
     let req = GpuRequest {

@@ -256,19 +256,25 @@ fn by_gpu(
     let vendor = gpus::machine_gpus(machine)
         .first()
         .map_or(String::new(), |d| d.vendor.clone());
-    // slurmstepd's own configuration, not the job's SLURM_CONF.
+    // slurmstepd's own configuration, not the job's SLURM_CONF; gres.conf read once.
     let slurm_conf = crate::slurm_conf::config_file();
+    let fs = crate::gpu_cards::RealFiles;
+    // This node's name and its gres.conf, read when first needed.
+    let gres = std::cell::OnceCell::new();
+    let gres = || {
+        gres.get_or_init(|| {
+            let node = slurm_node_name(spank)?;
+            let files = crate::gpu_cards::gres_files(slurm_conf.as_deref(), &node, &fs)?;
+            Ok::<_, String>((node, files))
+        })
+        .clone()
+    };
     let mut step_gpus = gpus::read(|name| env(spank, name), &vendor)?;
     if !step_gpus.uuids {
         // Which card each of Slurm's GPUs is, where gres.conf's files number them.
-        step_gpus.cards = crate::gpu_cards::step_cards(
-            slurm_conf.as_deref(),
-            &slurm_node_name(spank)?,
-            &step_gpus.slurm,
-            &crate::gpu_cards::RealFiles,
-        )?;
+        let (node_name, files) = gres()?;
+        step_gpus.cards = files.cards(&node_name, &step_gpus.slurm, &fs)?;
     }
-    let fs = crate::gpu_cards::RealFiles;
     let bus_order = gpus::cuda_in_bus_order(machine, &mut step_gpus, |bus| {
         crate::gpu_cards::nvidia_uuid(&fs, bus)
     });
@@ -277,13 +283,9 @@ fn by_gpu(
     if let Some(per_task) = placed.per_task.as_mut() {
         // Each task will learn its GPUs from the device files it may open; where they cannot
         // be found, no task can, and each keeps Slurm's binding (never killed).
-        per_task.files = Some(crate::gpu_cards::step_files(
-            slurm_conf.as_deref(),
-            &slurm_node_name(spank)?,
-            &step_gpus.slurm,
-            &per_task.buses,
-            &fs,
-        ));
+        per_task.files = Some(gres().and_then(|(node_name, files)| {
+            files.files(&node_name, &step_gpus.slurm, &per_task.buses, &fs)
+        }));
     }
     tracing::info!(
         node, source = %resolved.source, cpus = %machine.available(),

@@ -8,8 +8,8 @@ use crate::output::{picture_for, print, print_human};
 use crate::ranks::{lama_order, rank_range, rank_split};
 use crate::Failure;
 use lama_engine::{
-    gpu_name, numa_nodes, place_bound_in_order, place_by_gpu_ranked, render, Bind, Device,
-    DeviceKind, GpuError, GpuRequest, GpuTask, Machine, Membind,
+    gpu_name, numa_nodes, place_bound, place_bound_in_order, place_by_gpu_ranked, render, Bind,
+    Device, DeviceKind, GpuError, GpuRequest, GpuTask, Machine, Membind,
 };
 use lama_slurm::distribution::count_list;
 use lama_slurm::gpu::{
@@ -37,20 +37,28 @@ fn variables(
         })
         .collect();
     let vendor = gpus.first().map_or("", |d| d.vendor.as_str());
+    let buses: Vec<String> = gpus.iter().map(|d| d.bus_id.clone()).collect();
     if fixed {
         // Slurm's value for the task, which the plugin leaves alone.
         let own: Vec<String> = match constrained {
             true => (0..t.gpus.len()).map(|i| i.to_string()).collect(),
             false => t.gpus.iter().map(|&g| slurm[g].to_string()).collect(),
         };
-        let mut env = task_variables(vendor, None, slurm, &t.gpus, isolate);
+        let mut env = task_variables(vendor, None, slurm, &buses, &t.gpus, isolate);
         env.push((visible_variable(vendor), own.join(",")));
         if let Some(n) = t.nic {
             env.extend(nic_variables(&m.devices()[n]));
         }
         return env;
     }
-    let mut env = task_variables(vendor, Some(tokens.as_slice()), slurm, &t.gpus, isolate);
+    let mut env = task_variables(
+        vendor,
+        Some(tokens.as_slice()),
+        slurm,
+        &buses,
+        &t.gpus,
+        isolate,
+    );
     if let Some(n) = t.nic {
         env.extend(nic_variables(&m.devices()[n]));
     }
@@ -213,9 +221,8 @@ fn header(
             format!(
                 "GPUs: Slurm binds each node's GPUs to its tasks ({binding}; --gpu-bind none lets \
                  LAMA choose), and each task runs on the CPUs of its GPUs.\nSlurm picks a \
-                 task's GPUs by its CPU mask as it starts; shown here in index order (task i, \
-                 GPUs i*K..), Slurm's choice when task i's mask is near them (or without \
-                 task/affinity)."
+                 task's GPUs as it starts: the free ones near the CPUs task/affinity binds it \
+                 to (as lama map --slurm shows them), then any, in index order."
             )
         } else {
             "GPUs: tasks go round-robin over each node's GPUs in the order of the CPUs near \
@@ -293,6 +300,23 @@ struct Shown<'a> {
 }
 
 impl Shown<'_> {
+    /// The GPUs Slurm gives each of a node's `np` tasks under its per-task binding: near the
+    /// CPUs task/affinity binds the task to (Slurm's own placement, as `lama map --slurm`
+    /// shows it), then any ([`lama_slurm::gpu::per_task_choice`]). `Err` (why) where Slurm's
+    /// own placement of the line cannot be told: task `i` is then shown with GPUs `i*K..`.
+    fn slurms_choice(
+        &self,
+        m: &Machine,
+        gpus: &[&Device],
+        np: u32,
+    ) -> Result<Vec<Vec<usize>>, String> {
+        let (_, ask, _) = crate::own_view::ask_of(self.args, self.req.cpu_unit)?;
+        let own = lama_slurm::own::place(m, &lama_slurm::own::Ask { tasks: np, ..ask })?;
+        let near: Vec<Vec<u32>> = gpus.iter().map(|d| d.pus.clone().collect()).collect();
+        let k = self.req.gpus_per_task.max(1) as usize;
+        Ok(lama_slurm::gpu::per_task_choice(&near, &own.tasks, k))
+    }
+
     /// Whether --ranks selects `rank`.
     fn in_ranks(&self, rank: u32) -> bool {
         self.chosen
@@ -322,9 +346,7 @@ impl Shown<'_> {
             None => all.iter().map(|d| d.index).collect(),
         };
         if req.fixed {
-            // Shown in index order: local task i gets the step's GPUs i*K .. i*K+K, as the
-            // plugin assumes in user_init; each task then takes the placement of the GPUs Slurm
-            // really gave it (spank-lama's task.rs).
+            // Slurm numbers and chooses them in index order.
             slurm.sort_unstable();
         }
         let gpus =
@@ -333,7 +355,16 @@ impl Shown<'_> {
         let no_gpu =
             "this node's topology has no GPU (an XML with I/O objects lists them: lstopo --of xml)";
         let placed = if req.fixed {
-            place_bound_in_order(m, &gpus, np, req, no_gpu)
+            match self.slurms_choice(m, &gpus, np) {
+                Ok(choice) => place_bound(m, &gpus, &choice, req, no_gpu),
+                Err(why) => {
+                    out.json.notes.push(format!(
+                        "node {name}: which GPUs Slurm gives each task cannot be shown ({why}): \
+                         task i is shown with the GPUs i*K.. in index order"
+                    ));
+                    place_bound_in_order(m, &gpus, np, req, no_gpu)
+                }
+            }
         } else {
             place_by_gpu_ranked(m, &gpus, np, req, no_gpu, &rank)
         }

@@ -26,6 +26,7 @@ mod plan;
 mod ranks;
 mod srun_line;
 mod verify;
+mod verify_gpu;
 mod version;
 
 use cli::{command, Cli, Command};

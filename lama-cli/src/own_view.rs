@@ -75,7 +75,7 @@ pub(crate) fn slurm_side(
 
 /// The step's ask from lama map's options (the tasks of each node filled in later), a line
 /// saying what srun is asked, and notes.
-fn ask_of(args: &MapArgs, unit: CpuUnit) -> Result<(String, Ask, Vec<String>), String> {
+pub(crate) fn ask_of(args: &MapArgs, unit: CpuUnit) -> Result<(String, Ask, Vec<String>), String> {
     let (_, inside) = Distribution::parse(args.distribution.as_deref().unwrap_or("block"))?;
     let plane = args
         .distribution

@@ -56,6 +56,8 @@ pub struct Planned {
     pub memory: Option<(String, CpuList)>,
     /// LAMA_GPUS: the task's GPUs, as Slurm numbers them.
     pub gpus: Option<Vec<u32>>,
+    /// LAMA_GPU_BUS_IDS: the cards the plugin placed the task beside, its own first.
+    pub gpu_buses: Option<Vec<String>>,
     /// The task's other variables that verification reads (OMP_*, vendor GPU variables).
     pub vars: BTreeMap<String, String>,
     /// Differences already found in the variables themselves.
@@ -118,7 +120,22 @@ pub fn planned(environ: &[u8], hostname: &str) -> Result<Planned, String> {
             .filter_map(|t| t.trim().parse().ok())
             .collect::<Vec<u32>>()
     });
-    let vars: BTreeMap<String, String> = ["OMP_PLACES", "OMP_PROC_BIND"]
+    let gpu_buses = env.get("LAMA_GPU_BUS_IDS").map(|b| {
+        b.split(',')
+            .map(|t| t.trim().to_string())
+            .collect::<Vec<String>>()
+    });
+    if let Some(b) = &gpu_buses {
+        if !b.iter().all(|t| lama_slurm::gpu::is_bus_id(t))
+            || gpus.as_ref().is_none_or(|g| g.len() != b.len())
+        {
+            bad_vars.push(format!(
+                "LAMA_GPU_BUS_IDS {} does not name one PCI bus id per GPU of LAMA_GPUS",
+                b.join(",")
+            ));
+        }
+    }
+    let vars: BTreeMap<String, String> = ["OMP_PLACES", "OMP_PROC_BIND", "CUDA_DEVICE_ORDER"]
         .into_iter()
         .chain(gpu_variables())
         .filter_map(|k| env.get(k).map(|v| (k.to_string(), v.clone())))
@@ -163,6 +180,7 @@ pub fn planned(environ: &[u8], hostname: &str) -> Result<Planned, String> {
         cpus,
         memory,
         gpus,
+        gpu_buses,
         vars,
         bad_vars,
     })
@@ -277,6 +295,8 @@ pub struct Seen {
     /// The GPU device files the task may open (allowed by its devices cgroup), and those there
     /// are ([`gpus_open`]).
     pub gpus_open: Option<(Vec<u32>, Vec<u32>)>,
+    /// The task's own cards and the card CUDA opens first ([`crate::verify_gpu::observe`]).
+    pub gpu_cards: Option<crate::verify_gpu::CardsSeen>,
     /// The preview's CPUs for this rank (--expect).
     pub expected: Option<CpuList>,
 }
@@ -324,6 +344,12 @@ pub struct Report {
     pub gpus: Option<Vec<u32>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus_open: Option<Vec<u32>>,
+    /// LAMA_GPU_BUS_IDS: the task's cards.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_buses: Option<Vec<String>>,
+    /// Those of the task's cards it may open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_cards_open: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected: Option<Vec<u32>>,
     pub differences: Vec<String>,
@@ -384,6 +410,9 @@ pub fn judge(plan: &Planned, seen: &Seen) -> Report {
             ));
         }
     }
+    if let (Some(gpus), Some(cards)) = (&plan.gpus, &seen.gpu_cards) {
+        diffs.extend(crate::verify_gpu::differences(gpus, cards));
+    }
     Report {
         rank: plan.rank,
         node: plan.node.clone(),
@@ -401,6 +430,14 @@ pub fn judge(plan: &Planned, seen: &Seen) -> Report {
         pages: seen.memory.anon_pages.clone(),
         gpus: plan.gpus.clone(),
         gpus_open: seen.gpus_open.as_ref().map(|g| g.0.clone()),
+        gpu_buses: plan.gpu_buses.clone(),
+        gpu_cards_open: seen.gpu_cards.as_ref().map(|c| {
+            c.cards
+                .iter()
+                .filter(|c| c.open)
+                .map(|c| c.bus.clone())
+                .collect()
+        }),
         expected: seen.expected.as_ref().map(|c| c.cpus().to_vec()),
         differences: diffs,
     }
@@ -451,8 +488,12 @@ pub fn line(r: &Report) -> String {
         ));
     }
     if let (Some(gpus), Some(open)) = (&r.gpus, &r.gpus_open) {
+        let cards = r
+            .gpu_buses
+            .as_ref()
+            .map_or(String::new(), |b| format!(" on card(s) {}", b.join(",")));
         parts.push(format!(
-            "GPUs {} ({} device(s) open)",
+            "GPUs {}{cards} ({} device(s) open)",
             join(gpus),
             open.len()
         ));
@@ -732,6 +773,15 @@ pub fn run(args: VerifyArgs) -> Result<(), Failure> {
     if plan.gpus.is_some() {
         seen.gpus_open = Some(gpus_open());
     }
+    if let Some(buses) = &plan.gpu_buses {
+        let var = |k: &str| plan.vars.get(k).map(String::as_str);
+        seen.gpu_cards = Some(crate::verify_gpu::observe(
+            &crate::verify_gpu::RealCards,
+            buses,
+            var("CUDA_VISIBLE_DEVICES"),
+            var("CUDA_DEVICE_ORDER"),
+        ));
+    }
     let report = judge(&plan, &seen);
     let text = if args.json {
         serde_json::to_string(&report).expect("a report serializes")
@@ -938,6 +988,45 @@ mod tests {
         );
         seen.gpus_open = Some((vec![2], vec![0, 1, 2, 3]));
         assert!(line(&judge(&p, &seen)).ends_with("GPUs 2 (1 device(s) open)"));
+        // The plugin names the task's card: the report names it, and a card it may not open
+        // is a difference.
+        gpu.push(("LAMA_GPU_BUS_IDS", "0000:84:00.0"));
+        let p = planned(&env(&gpu), "h").unwrap();
+        assert_eq!(
+            p.gpu_buses.as_deref(),
+            Some(&["0000:84:00.0".to_string()][..])
+        );
+        let card = |open| crate::verify_gpu::Card {
+            bus: "0000:84:00.0".into(),
+            file: Some("/dev/nvidia0".into()),
+            open,
+        };
+        seen.gpu_cards = Some(crate::verify_gpu::CardsSeen {
+            cards: vec![card(true)],
+            cuda_first: Some(Ok("0000:84:00.0".into())),
+        });
+        let r = judge(&p, &seen);
+        assert!(r.agrees, "{:?}", r.differences);
+        assert!(line(&r).ends_with("GPUs 2 on card(s) 0000:84:00.0 (1 device(s) open)"));
+        assert_eq!(
+            r.gpu_cards_open.as_deref(),
+            Some(&["0000:84:00.0".to_string()][..])
+        );
+        seen.gpu_cards.as_mut().unwrap().cards = vec![card(false)];
+        assert_eq!(
+            judge(&p, &seen).differences,
+            ["the task may not open its GPU 2's card 0000:84:00.0 (/dev/nvidia0)"]
+        );
+        // One bus id per GPU, each a bus id.
+        gpu.pop();
+        gpu.push(("LAMA_GPU_BUS_IDS", "0000:84:00.0,/dev/sda"));
+        assert_eq!(
+            planned(&env(&gpu), "h").unwrap().bad_vars,
+            [
+                "LAMA_GPU_BUS_IDS 0000:84:00.0,/dev/sda does not name one PCI bus id per GPU of \
+              LAMA_GPUS"
+            ]
+        );
     }
 
     #[test]

@@ -88,10 +88,8 @@ pub fn join_slots(slots: &[GpuTask], own: &[usize]) -> Option<GpuTask> {
     })
 }
 
-/// What a resource manager that binds `req.gpus_per_task` GPUs to each task gives when task
-/// `i` is given the GPUs at positions `i*K .. i*K+K` (a binder that follows each task's CPU
-/// mask, where task `i`'s is near those): [`place_gpu_slots`], joined task by
-/// task. A preview's view; a plugin joins the slots of the GPUs each task really gets.
+/// `np` tasks bound `req.gpus_per_task` GPUs each by the caller, task `i` given GPUs `i*K ..
+/// i*K+K` of `gpus` ([`place_bound`] with that choice).
 pub fn place_bound_in_order(
     machine: &Machine,
     gpus: &[&Device],
@@ -100,12 +98,32 @@ pub fn place_bound_in_order(
     no_gpu: &str,
 ) -> Result<GpuPlacement, GpuError> {
     let k = req.gpus_per_task.max(1) as usize;
-    if (np as usize).saturating_mul(k) > gpus.len() {
+    let choice: Vec<Vec<usize>> = (0..np as usize)
+        .map(|i| (i * k..i * k + k).collect())
+        .collect();
+    place_bound(machine, gpus, &choice, req, no_gpu)
+}
+
+/// Tasks whose GPUs the caller chose (`choice[i]`: task `i`'s, as positions in `gpus`, each
+/// `req.gpus_per_task` long), each on the slots of its GPUs joined ([`place_gpu_slots`],
+/// [`join_slots`]).
+pub fn place_bound(
+    machine: &Machine,
+    gpus: &[&Device],
+    choice: &[Vec<usize>],
+    req: &GpuRequest,
+    no_gpu: &str,
+) -> Result<GpuPlacement, GpuError> {
+    let k = req.gpus_per_task.max(1) as usize;
+    let np = choice.len() as u32;
+    let fits = |own: &Vec<usize>| own.len() == k && own.iter().all(|&g| g < gpus.len());
+    if (np as usize).saturating_mul(k) > gpus.len() || !choice.iter().all(fits) {
         return Err(too_many_bound(gpus, np, k));
     }
     let slots = place_gpu_slots(machine, gpus, req, no_gpu)?;
-    let tasks = (0..np as usize)
-        .filter_map(|i| join_slots(&slots.tasks, &(i * k..i * k + k).collect::<Vec<_>>()))
+    let tasks = choice
+        .iter()
+        .filter_map(|own| join_slots(&slots.tasks, own))
         .collect();
     Ok(GpuPlacement { tasks, ..slots })
 }

@@ -48,7 +48,8 @@ mod gpu_tests;
 mod place_tests;
 
 pub use by_gpu::{
-    join_slots, place_bound_in_order, place_by_gpu, place_by_gpu_ranked, place_gpu_slots,
+    join_slots, place_bound, place_bound_in_order, place_by_gpu, place_by_gpu_ranked,
+    place_gpu_slots,
 };
 pub use cpulist::{CpuList, CpuListError};
 pub use device::{vendor_name, Device, DeviceKind, DeviceSpec};

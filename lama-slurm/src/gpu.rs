@@ -320,18 +320,66 @@ pub fn gpus_per_task(gpus: Option<&str>, tres: Option<&str>) -> Result<Option<u3
     Ok(None)
 }
 
-/// Slurm's value of `CUDA_VISIBLE_DEVICES` for a step (`tokens`, one per step GPU) rewritten so
-/// that CUDA, which LAMA tells `CUDA_DEVICE_ORDER=PCI_BUS_ID`, opens the cards Slurm meant,
-/// where Slurm numbers the node's GPUs by gres.conf's files in another order than the PCI bus
-/// (the card of Slurm's GPU `slurm[j]` is at `step_buses[j]`; `node_buses`: the node's GPUs in
-/// bus order; `uuids`: each step card's UUID, where the driver says them, read only when
-/// Slurm's numbers are wrong). CUDA reads a number `k` as the `k`-th card by bus among those it
-/// may open: every node card without ConstrainDevices (Slurm's numbers are its indexes), the
-/// step's own with it (Slurm numbers them from 0). `Ok(None)`: Slurm's numbers already name the
-/// right cards; else the cards' UUIDs, or where the numbering is certain (numbers from 0 that
-/// are not Slurm's indexes) their ranks by bus among the step's; `Err`: which cards CUDA would
+/// Which GPUs Slurm gives each task under its per-task binding (`per_task:K`, the binding of
+/// `--gpus-per-task`), for previews: the plugin reads each task's GPUs where Slurm set them.
+/// Slurm chooses as each task starts (`_get_gres_per_task` in `src/interfaces/gres.c`, 24.11
+/// and 26.05): tasks in local id order; each takes, of the GPUs not yet taken, first those
+/// near its CPU mask (`near[g]`: GPU `g`'s CPUs, its gres.conf `Cores=`; `masks[t]`: task
+/// `t`'s CPUs from task/affinity), in index order, then any, in index order, `k` in all.
+/// GPUs are positions in the step's list in index order; a task left short takes fewer.
+pub fn per_task_choice(near: &[Vec<u32>], masks: &[Vec<u32>], k: usize) -> Vec<Vec<usize>> {
+    let mut free = vec![true; near.len()];
+    let mut out = Vec::with_capacity(masks.len());
+    for mask in masks {
+        let mut mine = Vec::with_capacity(k);
+        for closest_only in [true, false] {
+            for (g, cpus) in near.iter().enumerate() {
+                let close = cpus.iter().any(|c| mask.contains(c));
+                if mine.len() < k && free[g] && (close || !closest_only) {
+                    free[g] = false;
+                    mine.push(g);
+                }
+            }
+        }
+        mine.sort_unstable();
+        out.push(mine);
+    }
+    out
+}
+
+/// Whether `name` is a PCI bus id, `dddd:bb:dd.f` in hexadecimal.
+pub fn is_bus_id(name: &str) -> bool {
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let parts: Vec<&str> = name.split([':', '.']).collect();
+    matches!(parts.as_slice(), [d, b, s, f] if hex(d, 4) && hex(b, 2) && hex(s, 2) && hex(f, 1))
+}
+
+/// The value of `key` in the `Key: value` lines of NVIDIA's driver file of a card
+/// (`/proc/driver/nvidia/gpus/<bus>/information`: `Device Minor`, `GPU UUID`).
+pub fn information_value<'t>(text: &'t str, key: &str) -> Option<&'t str> {
+    text.lines().find_map(|l| {
+        l.split_once(':')
+            .filter(|(k, _)| k.trim() == key)
+            .map(|(_, v)| v.trim())
+    })
+}
+
+/// Slurm's value of the vendor variable for a step (`var`: `CUDA_VISIBLE_DEVICES`,
+/// `ROCR_VISIBLE_DEVICES`, `ZE_AFFINITY_MASK`; `tokens`, one per step GPU) rewritten so that
+/// the vendor's runtime opens the cards Slurm meant, where Slurm numbers the node's GPUs by
+/// gres.conf's files in another order than the PCI bus (the card of Slurm's GPU `slurm[j]` is
+/// at `step_buses[j]`; `node_buses`: the node's GPUs in bus order; `uuids`: each step card's
+/// UUID, where the driver says them and the variable takes them, read only when Slurm's
+/// numbers are wrong). The runtime reads a number `k` as the `k`-th card by bus among those it
+/// may open (CUDA told `CUDA_DEVICE_ORDER=PCI_BUS_ID`, Level Zero told
+/// `ZE_ENABLE_PCI_ID_DEVICE_ORDER=1`, ROCr in the order the kernel found the cards): every
+/// node card without ConstrainDevices (Slurm's numbers are its indexes), the step's own with
+/// it (Slurm numbers them from 0). `Ok(None)`: Slurm's numbers already name the right cards;
+/// else the cards' UUIDs, or where the numbering is certain (numbers from 0 that are not
+/// Slurm's indexes) their ranks by bus among the step's; `Err`: which cards the runtime would
 /// open cannot be told.
-pub fn cuda_tokens_in_bus_order(
+pub fn tokens_in_bus_order(
+    var: &str,
     tokens: &[String],
     slurm: &[u32],
     step_buses: &[String],
@@ -361,9 +409,9 @@ pub fn cuda_tokens_in_bus_order(
         ));
     }
     Err(format!(
-        "gres.conf numbers this node's GPUs in another order than the PCI bus, and whether CUDA \
-         sees every card of the node or only the step's cannot be told (the driver gives no \
-         UUID): CUDA_VISIBLE_DEVICES keeps Slurm's numbers ({}), which CUDA may read as other \
+        "gres.conf numbers this node's GPUs in another order than the PCI bus, and whether the \
+         GPU runtime sees every card of the node or only the step's cannot be told (the driver \
+         gives no UUID): {var} keeps Slurm's numbers ({}), which the runtime may read as other \
          cards; list gres.conf's GPUs in bus order",
         tokens.join(",")
     ))
@@ -372,12 +420,16 @@ pub fn cuda_tokens_in_bus_order(
 /// A task's GPU variables. `tokens` is Slurm's value of the vendor variable for the whole
 /// step, one token per step GPU (local numbers under `ConstrainDevices`, else Slurm's
 /// indexes), `own` the task's GPUs as positions in it, `slurm` Slurm's indexes of the step's
-/// GPUs. By default every GPU of the step stays visible, the task's own first (CUDA IPC and
-/// NCCL's peer detection keep working); `strict` leaves only its own.
+/// GPUs, `buses` the PCI bus id of each step GPU's card as LAMA found it (empty where
+/// unknown): `LAMA_GPU_BUS_IDS` names the task's cards, for `lama verify` to check that the
+/// task may open them and that its runtime opens its own first. By default every GPU of the
+/// step stays visible, the task's own first (CUDA IPC and NCCL's peer detection keep working);
+/// `strict` leaves only its own.
 pub fn task_variables(
     vendor: &str,
     tokens: Option<&[String]>,
     slurm: &[u32],
+    buses: &[String],
     own: &[usize],
     strict: bool,
 ) -> Vec<(&'static str, String)> {
@@ -393,6 +445,10 @@ pub fn task_variables(
             .collect::<Vec<_>>()
             .join(","),
     )];
+    if buses.len() == slurm.len() {
+        let own_buses: Vec<&str> = own.iter().map(|&i| buses[i].as_str()).collect();
+        out.push(("LAMA_GPU_BUS_IDS", own_buses.join(",")));
+    }
     let Some(tokens) = tokens.filter(|t| t.len() == slurm.len()) else {
         return out;
     };
@@ -420,10 +476,14 @@ pub fn task_variables(
         }
         // Level Zero's ZE_AFFINITY_MASK is a set: devices keep the driver's order whatever the
         // list's. It is written in the step's order; the task's own GPU is named by LAMA_GPUS.
+        // Told to order devices by PCI bus, Level Zero numbers them as Slurm does where
+        // gres.conf lists them by bus (else the step's numbers are rewritten as bus ranks,
+        // `tokens_in_bus_order`).
         "Intel" => {
             let mut set = order.clone();
             set.sort_unstable();
             out.push(("ZE_AFFINITY_MASK", listed(&set)));
+            out.push(("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1".to_string()));
         }
         // CUDA enumerates CUDA_VISIBLE_DEVICES in the listed order (and ignores
         // GPU_DEVICE_ORDINAL, which is OpenCL's and left as Slurm set it).
@@ -607,7 +667,8 @@ mod tests {
         // Without ConstrainDevices CUDA would read Slurm's 0 as A: the UUIDs say C.
         let uuids = v(&["GPU-c", "GPU-d", "GPU-a", "GPU-b"]);
         assert_eq!(
-            cuda_tokens_in_bus_order(
+            tokens_in_bus_order(
+                "CUDA_VISIBLE_DEVICES",
                 &v(&["0", "1", "2", "3"]),
                 &[0, 1, 2, 3],
                 &all,
@@ -617,7 +678,8 @@ mod tests {
             Ok(Some(uuids.clone()))
         );
         // Unknown UUIDs, numbers that may be either: told, not guessed.
-        let e = cuda_tokens_in_bus_order(
+        let e = tokens_in_bus_order(
+            "CUDA_VISIBLE_DEVICES",
             &v(&["0", "1", "2", "3"]),
             &[0, 1, 2, 3],
             &all,
@@ -626,10 +688,25 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("list gres.conf's GPUs in bus order"), "{e}");
+        // Level Zero's mask is named in the warning (its cards have no UUIDs to read).
+        let e = tokens_in_bus_order(
+            "ZE_AFFINITY_MASK",
+            &v(&["0", "1", "2", "3"]),
+            &[0, 1, 2, 3],
+            &all,
+            &node,
+            || None,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("ZE_AFFINITY_MASK keeps Slurm's numbers (0,1,2,3)"),
+            "{e}"
+        );
         // Under ConstrainDevices a step of Slurm's GPUs 1 and 2 (D and A) is numbered 0,1; CUDA
         // sees A and D, A first: D is CUDA's 1, A its 0.
         assert_eq!(
-            cuda_tokens_in_bus_order(
+            tokens_in_bus_order(
+                "CUDA_VISIBLE_DEVICES",
                 &v(&["0", "1"]),
                 &[1, 2],
                 &[d.clone(), a.clone()],
@@ -640,7 +717,8 @@ mod tests {
         );
         // Slurm's GPUs 2 and 3 (A, B) numbered from 0: already in bus order, nothing to change.
         assert_eq!(
-            cuda_tokens_in_bus_order(
+            tokens_in_bus_order(
+                "CUDA_VISIBLE_DEVICES",
                 &v(&["0", "1"]),
                 &[2, 3],
                 &[a.clone(), b.clone()],
@@ -651,7 +729,8 @@ mod tests {
         );
         // gres.conf in bus order: Slurm's numbers are CUDA's, either way.
         assert_eq!(
-            cuda_tokens_in_bus_order(
+            tokens_in_bus_order(
+                "CUDA_VISIBLE_DEVICES",
                 &v(&["0", "2"]),
                 &[0, 2],
                 &[a.clone(), c.clone()],
@@ -660,6 +739,47 @@ mod tests {
             ),
             Ok(None)
         );
+    }
+
+    #[test]
+    fn slurms_per_task_choice_follows_each_tasks_mask() {
+        // By hand: GPUs 0 and 2 near CPUs 0-1, 1 and 3 near CPUs 2-3.
+        let near = [vec![0, 1], vec![2, 3], vec![0, 1], vec![2, 3]];
+        // Masks by cyclic distribution: task 0 on CPU 0, task 1 on CPU 2, task 2 on CPU 1.
+        let masks = [vec![0], vec![2], vec![1], vec![3]];
+        assert_eq!(
+            per_task_choice(&near, &masks, 1),
+            [vec![0], vec![1], vec![2], vec![3]]
+        );
+        // Block: tasks 0 and 1 on package 0 take GPUs 0 and 2, not index order's 0 and 1.
+        let masks = [vec![0], vec![1], vec![2], vec![3]];
+        assert_eq!(
+            per_task_choice(&near, &masks, 1),
+            [vec![0], vec![2], vec![1], vec![3]]
+        );
+        // Two each, one task's mask on both packages: its near ones first (all four near).
+        let masks = [vec![1, 2], vec![3]];
+        // Task 1 (CPU 3) then takes GPU 3, near it, and GPU 2, the one left.
+        assert_eq!(per_task_choice(&near, &masks, 2), [vec![0, 1], vec![2, 3]]);
+        // More tasks than GPUs near them: the rest take any free one, in index order.
+        let masks = [vec![0], vec![0], vec![0]];
+        assert_eq!(
+            per_task_choice(&near, &masks, 1),
+            [vec![0], vec![2], vec![1]]
+        );
+    }
+
+    #[test]
+    fn bus_ids_and_driver_lines() {
+        assert!(is_bus_id("0000:04:00.0"));
+        assert!(is_bus_id("0000:C1:00.7"));
+        assert!(!is_bus_id("kfd"));
+        assert!(!is_bus_id("0000:04:00"));
+        assert!(!is_bus_id("../../0000:04:00.0"));
+        let text = "Model: \t\t A100\nDevice Minor: \t 3\nGPU UUID: \t GPU-5a11\n";
+        assert_eq!(information_value(text, "Device Minor"), Some("3"));
+        assert_eq!(information_value(text, "GPU UUID"), Some("GPU-5a11"));
+        assert_eq!(information_value(text, "Bus Location"), None);
     }
 
     #[test]
@@ -752,7 +872,7 @@ mod tests {
     #[test]
     fn variables_put_the_task_gpu_first_or_alone() {
         let tokens: Vec<String> = ["0", "1", "2"].map(String::from).to_vec();
-        let shared = task_variables("NVIDIA", Some(&tokens), &[4, 5, 7], &[1], false);
+        let shared = task_variables("NVIDIA", Some(&tokens), &[4, 5, 7], &[], &[1], false);
         assert_eq!(
             shared,
             vec![
@@ -763,7 +883,7 @@ mod tests {
         );
         // AMD: ROCr orders, HIP and OpenCL see ROCr's list as it is (positions 0..n), so the
         // task's GPU is HIP device 0, not ROCr's list filtered a second time.
-        let amd = task_variables("AMD", Some(&tokens), &[4, 5, 7], &[2], false);
+        let amd = task_variables("AMD", Some(&tokens), &[4, 5, 7], &[], &[2], false);
         assert_eq!(
             amd[1..],
             [
@@ -773,21 +893,35 @@ mod tests {
             ]
         );
         // Isolated: one device, position 0 (with Slurm's list "2" applied again, none).
-        let strict = task_variables("AMD", Some(&tokens), &[4, 5, 7], &[2], true);
+        let strict = task_variables("AMD", Some(&tokens), &[4, 5, 7], &[], &[2], true);
         assert_eq!(strict[1], ("ROCR_VISIBLE_DEVICES", "2".to_string()));
         assert_eq!(strict[2], ("HIP_VISIBLE_DEVICES", "0".to_string()));
         assert_eq!(strict.len(), 4, "no CUDA_DEVICE_ORDER for AMD");
         // Intel: a set, in the step's order; the own GPU is LAMA_GPUS.
-        let intel = task_variables("Intel", Some(&tokens), &[4, 5, 7], &[2], false);
+        let intel = task_variables("Intel", Some(&tokens), &[4, 5, 7], &[], &[2], false);
         assert_eq!(
             intel,
             vec![
                 ("LAMA_GPUS", "7".to_string()),
-                ("ZE_AFFINITY_MASK", "0,1,2".to_string())
+                ("ZE_AFFINITY_MASK", "0,1,2".to_string()),
+                ("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1".to_string())
             ]
         );
         // Without Slurm's own list (or a list of another length) only LAMA_GPUS is set.
-        assert_eq!(task_variables("NVIDIA", None, &[4], &[0], false).len(), 1);
+        assert_eq!(
+            task_variables("NVIDIA", None, &[4], &[], &[0], false).len(),
+            1
+        );
+        // The task's cards by bus id, for lama verify: GPU 7 is the step's third.
+        let buses = ["0000:04:00.0", "0000:05:00.0", "0000:84:00.0"].map(String::from);
+        let named = task_variables("NVIDIA", None, &[4, 5, 7], &buses, &[2, 0], false);
+        assert_eq!(
+            named,
+            [
+                ("LAMA_GPUS", "7,4".to_string()),
+                ("LAMA_GPU_BUS_IDS", "0000:84:00.0,0000:04:00.0".to_string())
+            ]
+        );
         assert_eq!(visible_variable("Intel"), "ZE_AFFINITY_MASK");
     }
 }

@@ -237,10 +237,15 @@ class lama_gpu(LamaStep):
 
     def more_checks(self, tasks, verdicts):
         super().more_checks(tasks, verdicts)
+        # Which cards: the plugin names each task's (LAMA_GPU_BUS_IDS), lama verify finds
+        # their device files and whether the task may open them (and, for CUDA, that the
+        # card it opens first is the task's own: a difference, so no agreement, otherwise).
         for v in verdicts:
-            if not v.get('gpus') or not set(v['gpus']) <= set(v.get('gpus_open') or []):
-                raise SanityError(f"rank {v.get('rank')}: GPUs {v.get('gpus')}, "
-                                  f"may open {v.get('gpus_open')}")
+            cards = v.get('gpu_buses')
+            if not v.get('gpus') or not cards or \
+                    not set(cards) <= set(v.get('gpu_cards_open') or []):
+                raise SanityError(f"rank {v.get('rank')}: GPUs {v.get('gpus')} on cards "
+                                  f"{cards}, may open {v.get('gpu_cards_open')}")
 
 
 class LamaMpi(LamaStep):

@@ -12,6 +12,7 @@
 //! read. A file that names no card refuses the step ([`step_cards`]): the plugin never guesses
 //! which card a GPU is.
 
+use lama_slurm::gpu::{information_value, is_bus_id};
 use lama_slurm::gres_conf::{gpu_numbering, GpuNumbering};
 use std::path::{Path, PathBuf};
 
@@ -56,27 +57,11 @@ impl NodeFiles for RealFiles {
     }
 }
 
-/// Whether `name` is a PCI bus id, `dddd:bb:dd.f` in hexadecimal.
-fn is_bus_id(name: &str) -> bool {
-    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
-    let parts: Vec<&str> = name.split([':', '.']).collect();
-    matches!(parts.as_slice(), [d, b, s, f] if hex(d, 4) && hex(b, 2) && hex(s, 2) && hex(f, 1))
-}
-
 /// NVIDIA's driver file of the card at `bus`: `/proc/driver/nvidia/gpus/<bus>/information`.
 fn nvidia_information(bus: &str) -> PathBuf {
     Path::new("/proc/driver/nvidia/gpus")
         .join(bus.to_ascii_lowercase())
         .join("information")
-}
-
-/// The value of `key` in that file's `Key: value` lines.
-fn information_value<'t>(text: &'t str, key: &str) -> Option<&'t str> {
-    text.lines().find_map(|l| {
-        l.split_once(':')
-            .filter(|(k, _)| k.trim() == key)
-            .map(|(_, v)| v.trim())
-    })
 }
 
 /// The PCI bus id (lower case) of the card behind one device file.
@@ -306,6 +291,55 @@ impl GresFiles {
             })
             .collect()
     }
+}
+
+/// The UUID by which `vendor`'s runtime names the card at `bus` in its variable, where the
+/// driver says one: NVIDIA's ([`nvidia_uuid`]) and AMD's ([`amd_uuid`]); Level Zero's mask
+/// takes no UUIDs.
+pub fn card_uuid(fs: &dyn NodeFiles, vendor: &str, bus: &str) -> Option<String> {
+    match vendor {
+        "NVIDIA" => nvidia_uuid(fs, bus),
+        "AMD" => amd_uuid(fs, bus),
+        _ => None,
+    }
+}
+
+/// The UUID ROCr gives the card at `bus` (`GPU-` and the 16 hexadecimal digits of its
+/// `unique_id`), read from the kernel's KFD topology, whose nodes name their card by PCI
+/// `domain` and `location_id` (bus << 8 | device << 3 | function). `None` where no node is
+/// that card or it has no unique id (cards before gfx9): ROCR_VISIBLE_DEVICES then keeps
+/// numbers.
+pub fn amd_uuid(fs: &dyn NodeFiles, bus: &str) -> Option<String> {
+    let (domain, location) = pci_location(bus)?;
+    let nodes = Path::new("/sys/class/kfd/kfd/topology/nodes");
+    let mut names = fs.list(nodes).ok()?;
+    names.sort();
+    names.iter().find_map(|n| {
+        let text = fs.read(&nodes.join(n).join("properties")).ok()?;
+        let value = |key: &str| {
+            text.lines()
+                .find_map(|l| l.split_once(' ').filter(|(k, _)| *k == key))
+                .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+        };
+        (value("domain") == Some(domain) && value("location_id") == Some(location))
+            .then(|| value("unique_id"))
+            .flatten()
+            .filter(|&id| id != 0)
+            .map(|id| format!("GPU-{id:016x}"))
+    })
+}
+
+/// A PCI bus id `dddd:bb:dd.f` as KFD writes it: the domain and `bus << 8 | device << 3 |
+/// function`.
+fn pci_location(bus: &str) -> Option<(u64, u64)> {
+    if !is_bus_id(bus) {
+        return None;
+    }
+    let hex = |s: &str| u64::from_str_radix(s, 16).ok();
+    let (domain, rest) = bus.split_once(':')?;
+    let (b, rest) = rest.split_once(':')?;
+    let (d, f) = rest.split_once('.')?;
+    Some((hex(domain)?, hex(b)? << 8 | hex(d)? << 3 | hex(f)?))
 }
 
 /// The UUID NVIDIA's driver gives the card at `bus` (`GPU UUID` in
@@ -587,10 +621,49 @@ mod tests {
     }
 
     #[test]
-    fn bus_ids() {
-        assert!(is_bus_id("0000:04:00.0"));
-        assert!(is_bus_id("0000:C1:00.7"));
-        assert!(!is_bus_id("kfd"));
-        assert!(!is_bus_id("0000:04:00"));
+    fn amd_uuids_from_the_kfd_topology() {
+        // Written by hand as the kernel writes it: node 0 the CPU (no location), node 1 the
+        // card at 0000:c1:00.0 (0xc1 << 8 = 49408), node 2 the card at 0001:03:00.1 (0x03 << 8
+        // | 0 << 3 | 1 = 769), node 3 a gfx8 card without unique id at 0000:04:00.0 (1024).
+        let mut fs = Fake::default();
+        let nodes = "/sys/class/kfd/kfd/topology/nodes";
+        fs.dirs.insert(
+            nodes.into(),
+            vec!["3".into(), "0".into(), "2".into(), "1".into()],
+        );
+        for (n, text) in [
+            (
+                "0",
+                "cpu_cores_count 64\nlocation_id 0\ndomain 0\nunique_id 0\n",
+            ),
+            (
+                "1",
+                "simd_count 304\nlocation_id 49408\ndomain 0\nunique_id 3458494292167047108\n",
+            ),
+            ("2", "location_id 769\ndomain 1\nunique_id 255\n"),
+            ("3", "location_id 1024\ndomain 0\nunique_id 0\n"),
+        ] {
+            fs.texts
+                .insert(format!("{nodes}/{n}/properties"), text.into());
+        }
+        // 3458494292167047108 = 0x2fff_0a3c_1e55_37c4.
+        assert_eq!(
+            card_uuid(&fs, "AMD", "0000:C1:00.0").as_deref(),
+            Some("GPU-2fff0a3c1e5537c4")
+        );
+        assert_eq!(
+            amd_uuid(&fs, "0001:03:00.1").as_deref(),
+            Some("GPU-00000000000000ff")
+        );
+        // No unique id, no such card, not a bus id: none (the numbers stay).
+        assert_eq!(amd_uuid(&fs, "0000:04:00.0"), None);
+        assert_eq!(amd_uuid(&fs, "0000:05:00.0"), None);
+        assert_eq!(amd_uuid(&fs, "../../x"), None);
+        // Level Zero's mask takes no UUIDs.
+        assert_eq!(card_uuid(&fs, "Intel", "0000:c1:00.0"), None);
+        assert_eq!(
+            pci_location("0000:c1:1f.7"),
+            Some((0, 0xc1 << 8 | 0x1f << 3 | 7))
+        );
     }
 }

@@ -19,6 +19,8 @@ pub(crate) struct TaskBuilder {
     pub(crate) tokens: Option<Vec<String>>,
     /// `SLURM_STEP_GPUS`, in the order given to the engine.
     pub(crate) slurm: Vec<u32>,
+    /// The PCI bus id of each of those GPUs' cards, in the same order.
+    pub(crate) buses: Vec<String>,
     pub(crate) isolate: bool,
 }
 
@@ -29,6 +31,7 @@ impl TaskBuilder {
             &self.vendor,
             self.tokens.as_deref(),
             &self.slurm,
+            &self.buses,
             &t.gpus,
             self.isolate,
         );

@@ -75,15 +75,15 @@ pub fn read(env: impl Fn(&str) -> Option<String>, vendor: &str) -> Result<StepGp
     })
 }
 
-/// Where gres.conf numbers the node's NVIDIA GPUs out of PCI bus order (`gpus.cards` known),
-/// Slurm's `CUDA_VISIBLE_DEVICES` rewritten so that CUDA, told `CUDA_DEVICE_ORDER=PCI_BUS_ID`,
-/// opens the card each task is placed beside ([`lama_slurm::gpu::cuda_tokens_in_bus_order`]):
-/// the cards' UUIDs (`uuid`: the driver's, by bus id) or their ranks by bus. `Some(warning)`
-/// where that cannot be told.
-pub fn cuda_in_bus_order(
+/// Where gres.conf numbers the node's GPUs out of PCI bus order (`gpus.cards` known), Slurm's
+/// vendor variable rewritten so that the vendor's runtime opens the card each task is placed
+/// beside ([`lama_slurm::gpu::tokens_in_bus_order`]): the cards' UUIDs (`uuid`: the driver's,
+/// by vendor and bus id; NVIDIA's and AMD's, which their variables take) or their ranks by bus.
+/// `Some(warning)` where that cannot be told.
+pub fn in_bus_order(
     machine: &Machine,
     gpus: &mut StepGpus,
-    uuid: impl Fn(&str) -> Option<String>,
+    uuid: impl Fn(&str, &str) -> Option<String>,
 ) -> Option<String> {
     let (Some(tokens), Some(cards)) = (&gpus.tokens, &gpus.cards) else {
         return None;
@@ -91,12 +91,14 @@ pub fn cuda_in_bus_order(
     let node = machine_gpus(machine);
     // Under Slurm's own binding each task keeps Slurm's value, and no order is set.
     let lama_chooses = gpus.binding == SlurmGpuBind::None;
-    if gpus.uuids || !lama_chooses || node.first().is_none_or(|d| d.vendor != "NVIDIA") {
+    let vendor = node.first().map_or("", |d| d.vendor.as_str());
+    if gpus.uuids || !lama_chooses || !matches!(vendor, "NVIDIA" | "AMD" | "Intel") {
         return None;
     }
     let node_buses: Vec<String> = node.iter().map(|d| d.bus_id.clone()).collect();
-    let uuids = || cards.iter().map(|b| uuid(b)).collect();
-    match lama_slurm::gpu::cuda_tokens_in_bus_order(tokens, &gpus.slurm, cards, &node_buses, uuids)
+    let uuids = || cards.iter().map(|b| uuid(vendor, b)).collect();
+    let var = lama_slurm::gpu::visible_variable(vendor);
+    match lama_slurm::gpu::tokens_in_bus_order(var, tokens, &gpus.slurm, cards, &node_buses, uuids)
     {
         Ok(Some(t)) => {
             gpus.tokens = Some(t);
@@ -247,6 +249,7 @@ pub fn place_here(
         // variable for it already names them: it is left alone.
         tokens: gpus.tokens.clone().filter(|_| per_task.is_none()),
         slurm: gpus.slurm.clone(),
+        buses: step.iter().map(|d| d.bus_id.clone()).collect(),
         isolate: options.isolate,
     };
     let here = Here {
@@ -936,27 +939,13 @@ mod tests {
         assert_eq!(p.own_gpus(Some("1"), only(&["/dev/nvidia2"])).unwrap(), [2]);
     }
 
-    /// A transcription of Slurm's `_get_gres_per_task` (src/interfaces/gres.c, 24.11 and
-    /// 26.05), for checking the slots against Slurm's choice: tasks in local id order; each
-    /// takes, of the GPUs not yet taken, first those whose gres.conf `Cores=` (`cores[g]`)
-    /// meet its CPU mask (`masks[t]`), in index order, then any, in index order, `k` in all.
+    /// Slurm's choice ([`lama_slurm::gpu::per_task_choice`], checked by hand there), as
+    /// Slurm's indexes.
     fn slurms_choice(cores: &[Vec<u32>], masks: &[Vec<u32>], k: usize) -> Vec<Vec<u32>> {
-        let mut free: Vec<bool> = vec![true; cores.len()];
-        let mut out = Vec::new();
-        for mask in masks {
-            let mut mine = Vec::new();
-            for closest_only in [true, false] {
-                for g in 0..cores.len() {
-                    let near = cores[g].iter().any(|c| mask.contains(c));
-                    if mine.len() < k && free[g] && (near || !closest_only) {
-                        free[g] = false;
-                        mine.push(g as u32);
-                    }
-                }
-            }
-            out.push(mine);
-        }
-        out
+        lama_slurm::gpu::per_task_choice(cores, masks, k)
+            .into_iter()
+            .map(|own| own.into_iter().map(|g| g as u32).collect())
+            .collect()
     }
 
     /// Checks that every task, given the GPUs Slurm would give it, gets CPUs near them and

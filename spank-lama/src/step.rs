@@ -275,8 +275,8 @@ fn by_gpu(
         let (node_name, files) = gres()?;
         step_gpus.cards = files.cards(&node_name, &step_gpus.slurm, &fs)?;
     }
-    let bus_order = gpus::cuda_in_bus_order(machine, &mut step_gpus, |bus| {
-        crate::gpu_cards::nvidia_uuid(&fs, bus)
+    let bus_order = gpus::in_bus_order(machine, &mut step_gpus, |vendor, bus| {
+        crate::gpu_cards::card_uuid(&fs, vendor, bus)
     });
     let mut placed = gpus::place_here(machine, request, &step_gpus, globals, overcommit, cpus)?;
     placed.notes.extend(bus_order);

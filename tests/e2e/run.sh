@@ -855,11 +855,19 @@ rank 1 on node1: DIFFERS: thread runs on CPUs 0, not LAMA_CPUS 1" \
                 "$(sed 's/thread [0-9]* (latethread) of pid [0-9]*/thread/' "$work/out")" || return 1
         fi
     done
-    # GPUs: with --gpu-bind=none each task may open the node's four GPUs, and names its own.
+    # GPUs: with --gpu-bind=none each task may open the node's four GPUs, and names its own
+    # and its card, which CUDA opens first.
     as_user srun -w node1 -n2 --gpus-per-task=1 --gpu-bind=none --lama-map=gcsbnh lama verify > "$work/out" 2> "$work/err" \
         || fail "lama verify of a GPU step failed: $(cat "$work/out" "$work/err")" || return 1
-    assert_eq "GPU step" "2" "$(grep -cE '^lama verify: rank [01] on node1: agrees: 1 thread on CPUs [01] \(1c\), GPUs [0-3] \(4 device\(s\) open\)$' "$work/out")" \
-        || fail "$(cat "$work/out")"
+    assert_eq "GPU step" "2" "$(grep -cE '^lama verify: rank [01] on node1: agrees: 1 thread on CPUs [01] \(1c\), GPUs [0-3] on card\(s\) 0000:[0-9a-f]{2}:00\.0 \(4 device\(s\) open\)$' "$work/out")" \
+        || fail "$(cat "$work/out")" || return 1
+    # A task of a two-GPU step with its CUDA_VISIBLE_DEVICES turned by one: CUDA would open
+    # the other card first.
+    as_user srun -w node1 -n1 --gpus=2 --lama-map=gcsbnh \
+        sh -c 'v=$CUDA_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES=${v#*,},${v%%,*} exec lama verify' > "$work/out" 2> "$work/err" \
+        && { fail "lama verify agreed with another card first: $(cat "$work/out")"; return 1; }
+    grep -qE '^lama verify: rank 0 on node1: DIFFERS: CUDA opens the card 0000:[0-9a-f]{2}:00\.0 as its device 0, not the task.s card 0000:[0-9a-f]{2}:00\.0$' "$work/out" \
+        || fail "lama verify of another card first: $(cat "$work/out" "$work/err")"
 }
 
 # --- communication-aware plans -----------------------------------------------------------------

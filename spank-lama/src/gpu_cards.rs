@@ -351,6 +351,15 @@ pub fn nvidia_uuid(fs: &dyn NodeFiles, bus: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The device files of the node's cards at `buses` (the GPUs outside a step), found by
+/// detection; a card whose files cannot be found is left out.
+pub fn cards_files(fs: &dyn NodeFiles, buses: &[&str]) -> Vec<Vec<String>> {
+    buses
+        .iter()
+        .filter_map(|b| files_of_card(fs, b).ok())
+        .collect()
+}
+
 /// The device file of the card at `bus`, found by detection: NVIDIA's, else DRM's render node.
 fn files_of_card(fs: &dyn NodeFiles, bus: &str) -> Result<Vec<String>, String> {
     let bus = bus.to_ascii_lowercase();

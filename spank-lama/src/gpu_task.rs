@@ -86,6 +86,9 @@ pub struct SlurmPerTask {
     /// task may open tells its GPUs ([`SlurmPerTask::own_gpus`]); `Err`: why they are not
     /// known.
     pub files: Option<Result<Vec<Vec<String>>, String>>,
+    /// The device files of the node's GPUs outside the step, set by the caller: a task that
+    /// may not open one of them is confined to the step's GPUs by Slurm's devices cgroup.
+    pub others: Vec<Vec<String>>,
 }
 
 impl SlurmPerTask {
@@ -122,7 +125,7 @@ impl SlurmPerTask {
             }
             Some(Ok(files)) => files,
         };
-        let mine = self.openable(files, access)?;
+        let mine = self.openable(files, &access)?;
         if mine.is_empty() {
             return Err(format!(
                 "this task may open none of the step's GPUs ({})",
@@ -142,6 +145,10 @@ impl SlurmPerTask {
             .map(|&p| step.get(p as usize).copied())
             .collect::<Option<Vec<u32>>>();
         match (as_index, as_place) {
+            // Confined to the step's GPUs, Slurm numbers a task's GPUs by their places among
+            // them: from 0 where it binds them per task (ConstrainDevices), or in the step's
+            // consolidated bitmap (--gres-flags=allow-task-sharing).
+            (Some(_), Some(b)) if self.confined_to_step(&access) => Ok(b),
             (Some(a), Some(b)) if a != b => Err(format!(
                 "this task may open every GPU of the step ({}), and Slurm names GPU(s) {} for \
                  it, which may be the node's GPU(s) {} or the step's {} by their places \
@@ -159,6 +166,15 @@ impl SlurmPerTask {
                 shown_list(step)
             )),
         }
+    }
+
+    /// Whether the task may not open some GPU of the node outside the step (Slurm confines
+    /// the step's devices). A file whose access cannot be judged says nothing.
+    fn confined_to_step(&self, access: impl Fn(&std::path::Path) -> std::io::Result<bool>) -> bool {
+        self.others
+            .iter()
+            .flatten()
+            .any(|f| matches!(access(std::path::Path::new(f)), Ok(false)))
     }
 
     /// The step's GPUs (Slurm's indexes) whose device files the task may open.

@@ -331,6 +331,7 @@ impl Here<'_> {
             globals: self.globals.to_vec(),
             buses: self.step.iter().map(|d| d.bus_id.clone()).collect(),
             files: None,
+            others: Vec::new(),
         };
         Ok(PlacedHere {
             tasks: Vec::new(),
@@ -937,6 +938,13 @@ mod tests {
         );
         // Confined to one of them: that one, whatever the number.
         assert_eq!(p.own_gpus(Some("1"), only(&["/dev/nvidia2"])).unwrap(), [2]);
+        // The node's other GPUs (0 and 3): a task that may open them all (ConstrainDevices=no)
+        // leaves 1 ambiguous; one that may not (the step's devices confined: only
+        // allow-task-sharing opens every step GPU to each task) numbers by place: GPU 2.
+        p.others = vec![vec!["/dev/nvidia0".into()], vec!["/dev/nvidia3".into()]];
+        assert!(p.own_gpus(Some("1"), only(all)).is_err());
+        assert_eq!(p.own_gpus(Some("1"), only(both)).unwrap(), [2]);
+        assert_eq!(p.own_gpus(Some("0"), only(both)).unwrap(), [1]);
     }
 
     /// Slurm's choice ([`lama_slurm::gpu::per_task_choice`], checked by hand there), as

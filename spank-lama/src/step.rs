@@ -286,6 +286,14 @@ fn by_gpu(
         per_task.files = Some(gres().and_then(|(node_name, files)| {
             files.files(&node_name, &step_gpus.slurm, &per_task.buses, &fs)
         }));
+        // The node's other cards: whether a task may open them tells whether the step's
+        // devices are confined (bounded by the node's GPUs).
+        let others: Vec<&str> = gpus::machine_gpus(machine)
+            .iter()
+            .map(|d| d.bus_id.as_str())
+            .filter(|b| !per_task.buses.iter().any(|s| s.eq_ignore_ascii_case(b)))
+            .collect();
+        per_task.others = crate::gpu_cards::cards_files(&fs, &others);
     }
     tracing::info!(
         node, source = %resolved.source, cpus = %machine.available(),

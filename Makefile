@@ -5,6 +5,8 @@
 #   make dist             spank-lama-VERSION.tar.gz: the sources, every crate vendored, the RPM
 #                         spec at its top (rpmbuild -ta builds it offline)
 #   make rpm              make dist, then rpmbuild -ta for this host's Slurm
+#   make static           target/static/lama, statically linked, for sites to copy to login
+#                         nodes (scripts/static.sh; needs no Slurm and no configure)
 #   make uninstall, make clean
 # CONFIG_MK=FILE reads another configuration (./configure writes the same variable's file);
 # CARGO_TARGET_DIR=DIR builds elsewhere.
@@ -16,8 +18,8 @@ CARGO_FLAGS ?=
 STRIP ?= strip --strip-unneeded
 export CARGO_TARGET_DIR
 
-# dist and clean need no configuration.
-ifneq ($(filter-out dist clean,$(or $(MAKECMDGOALS),all)),)
+# dist, static and clean need no configuration.
+ifneq ($(filter-out dist static clean,$(or $(MAKECMDGOALS),all)),)
 include $(CONFIG_MK)
 endif
 
@@ -37,7 +39,7 @@ BUILD_ENV := CPATH=$(SLURM_INCLUDE) BINDGEN_EXTRA_CLANG_ARGS=-I$(SLURM_INCLUDE) 
 # build for another release compiles only what names the plugin directory.
 CLI_ENV := LAMA_PLUGINDIR=$(PLUGINDIR)
 
-.PHONY: all built install uninstall deb rpm dist clean
+.PHONY: all built install uninstall deb rpm dist static clean
 all:
 	$(BUILD_ENV) $(CARGO) build --release $(CARGO_FLAGS) -p spank-lama --lib --example manpage
 	$(CLI_ENV) $(CARGO) build --release $(CARGO_FLAGS) $(LAMA_FEATURES) -p lama-cli
@@ -129,6 +131,9 @@ rpm: dist
 	rpmbuild -ta spank-lama-$(VERSION).tar.gz $(RPMBUILD_FLAGS) \
 		--define 'slurm_include $(SLURM_INCLUDE)' --define 'slurm_plugindir $(PLUGINDIR)' \
 		--define 'slurm_package $(or $(SLURM_PACKAGE),none)' --define 'slurm_sysconfdir $(SYSCONFDIR)'
+
+static:
+	CARGO=$(CARGO) scripts/static.sh
 
 clean:
 	$(CARGO) clean

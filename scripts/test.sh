@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test and lint: unit, golden, property and integration tests of the crates (cargo
 # test), clippy, a time-boxed coverage-guided fuzzing run (scripts/fuzz.sh), lama without
-# Scotch (tests/no-scotch.sh), the Debian packages, configure and the RPM spec (tests/rpm.sh), the whole
+# Scotch (tests/no-scotch.sh), lama statically linked (tests/static.sh), the Debian packages, configure and the RPM spec (tests/rpm.sh), the whole
 # end-to-end suite (tests, MPI, fault tests, configuration matrix) on a docker Slurm cluster of
 # its own for each supported Slurm, 24.11 (Debian trixie) and 26.05 (Debian sid), a subset on
 # Slurm 24.11 built from source in SchedMD's layout (tests/e2e/ci.sh: started, tested, daemon
@@ -83,6 +83,8 @@ vm_test() {
     part readme crates -- nice -n 5 tests/readme.sh
     # lama built without Scotch, as a user without root builds it (tests/no-scotch.sh).
     part no-scotch crates -- env CARGO_INCREMENTAL=0 nice -n 5 tests/no-scotch.sh
+    # make static: the statically linked lama sites copy (tests/static.sh).
+    part static no-scotch -- env CARGO_INCREMENTAL=0 nice -n 5 tests/static.sh
     [ -z "$with_src" ] || part deb-src-24.11 image-src-24.11 -- env LAMA_DEB_FAST=1 nice -n 5 scripts/package.sh src-24.11
     part rpm deb-24.11 image-26.05 -- nice -n 5 tests/rpm.sh
 ) &

@@ -224,7 +224,7 @@ fn request(args: &ExecArgs) -> Result<StepRequest, Failure> {
 /// `flux job taskmap --nodeid=RANK JOBID`, then `--ntasks=NODEID` (flux-job(1)).
 fn flux_local_count(rank: &str, job: &str) -> Result<String, String> {
     let ask = |arg: String| -> Result<String, String> {
-        let out = std::process::Command::new("flux")
+        let out = crate::static_build::command("flux")
             .args(["job", "taskmap", &arg, job])
             .output()
             .map_err(|e| format!("flux job taskmap {arg} {job}: {e}"))?;
@@ -325,7 +325,7 @@ pub(crate) fn run(args: ExecArgs) -> Result<(), Failure> {
         );
     }
     let (program, rest) = args.program.split_first().expect("clap requires a program");
-    let err = std::process::Command::new(program)
+    let err = crate::static_build::command(program)
         .args(rest)
         .envs(ready.vars)
         .exec();

@@ -25,6 +25,7 @@ mod own_view;
 mod plan;
 mod ranks;
 mod srun_line;
+mod static_build;
 mod verify;
 mod verify_gpu;
 mod version;
@@ -45,6 +46,7 @@ pub(crate) enum Failure {
 }
 
 fn main() -> ExitCode {
+    static_build::no_hwloc_plugins();
     let asks_version = std::env::args_os()
         .skip(1)
         .any(|a| a == "--version" || a == "-V");

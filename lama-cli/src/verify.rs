@@ -735,7 +735,7 @@ pub fn run(args: VerifyArgs) -> Result<(), Failure> {
     let pid = if args.command.is_empty() {
         me
     } else {
-        let mut child = std::process::Command::new(&args.command[0])
+        let mut child = crate::static_build::command(&args.command[0])
             .args(&args.command[1..])
             .spawn()
             .map_err(|e| {

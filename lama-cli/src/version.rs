@@ -9,7 +9,7 @@ fn installed_plugin() -> Result<String, String> {
     if let Ok(path) = std::env::var("LAMA_PLUGIN") {
         return Ok(path);
     }
-    let slurm = std::process::Command::new("scontrol")
+    let slurm = crate::static_build::command("scontrol")
         .args(["show", "config"])
         .stderr(std::process::Stdio::null())
         .output()

@@ -80,8 +80,8 @@ base_image() {
 }
 
 # The node image's build context: its files here and the MPI test program's sources.
-node_files=(Dockerfile entrypoint.sh slurm.conf cgroup.conf gres.conf topologies.txt topologies.sh
-    node1-gpus.xml)
+node_files=(Dockerfile entrypoint.sh slurm.conf cgroup.conf gres.conf mpi.conf topologies.txt
+    topologies.sh node1-gpus.xml)
 node_image() {
     local base=$1 hash tag ctx
     hash=$( (echo "$base"; cd "$here" && cat "${node_files[@]}"; cat "$top"/tests/mpi/*) \

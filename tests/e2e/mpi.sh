@@ -40,25 +40,12 @@ declare -A mpi_type=([ompi]=pmix [mpich]=pmi2)
 # mpi_launch ARGS...: `timeout 120 srun ARGS` as the test user (with $mpi_env), stdout in
 # $work/all, stderr in $work/err; srun's status returned. Every MPI step runs with
 # --kill-on-bad-exit, so a rank that dies ends the step at once instead of leaving the others
-# waiting in MPI_Init until the bound. Run again once, saying so, when the step hung past the
-# bound in the MPI library's startup: on a CI machine stalled for minutes (its guest's console
-# showed soft lockups of up to 297 s), Slurm's PMIx fence on 24.11 waited for two nodes'
-# contributions until srun was stopped, and a heterogeneous MPICH step's PMI2 startup
-# likewise; both passed in every other run. A placement is only checked on a run that
-# finished, so a hang twice still fails. (Open MPI 5.0.7's crash in MPI_Init under Slurm's
-# PMIx tree fences, which this ran again before, is gone with the ring: docker/mpi.conf.)
+# waiting in MPI_Init until the bound. Run once: Open MPI 5.0.7's crash in MPI_Init under
+# Slurm's PMIx tree fences is gone with the ring (docker/mpi.conf), and the two hangs seen once
+# on a machine stalled for minutes (a PMIx fence on 24.11, a heterogeneous MPICH step's PMI2
+# startup on 26.05) are not run again: a step that hangs fails (docs/testing.md).
 mpi_launch() {
-    local try rc
-    for try in 1 2; do
-        as_user env "${mpi_env[@]}" timeout 120 srun --kill-on-bad-exit=1 "$@" > "$work/all" 2> "$work/err"
-        rc=$?
-        if [ $rc -eq 124 ] && [ $try -eq 1 ]; then
-            echo "    run $try: srun $* was still running after 120 s (stderr: $(tail -n 2 "$work/err" | tr '\n' ' ')); running it again" >&2
-        else
-            break
-        fi
-    done
-    return $rc
+    as_user env "${mpi_env[@]}" timeout 120 srun --kill-on-bad-exit=1 "$@" > "$work/all" 2> "$work/err"
 }
 
 # run_mpi LIB SRUN-ARGS... [-- PROGRAM-ARGS...]: srun --mpi=TYPE SRUN-ARGS mpitest-LIB

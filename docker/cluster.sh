@@ -79,6 +79,11 @@ base_image() {
     echo "$tag"
 }
 
+# Image builds yield the CPU to running clusters: a cold CI run builds the source-built Slurm
+# (make -j) while both docker suites run, and at the default weight the machine stalled for a
+# minute (kernel workqueues stuck for 54-63 s, slurmd missing SlurmdTimeout, the clusters' DNS
+# failing). --cpu-shares 128 is a cgroup CPU weight an eighth of a container's default.
+build_weight="--cpu-shares=128"
 # The node image's build context: its files here and the MPI test program's sources.
 node_files=(Dockerfile entrypoint.sh slurm.conf cgroup.conf gres.conf mpi.conf topologies.txt
     topologies.sh node1-gpus.xml)
@@ -91,7 +96,7 @@ node_image() {
         log "building the node image (with Open MPI, MPICH and tests/mpi)"
         ctx=$(mktemp -d "$build/context.XXXXXX") || return 1
         (cd "$here" && cp "${node_files[@]}" "$ctx/") && cp -r "$top/tests/mpi" "$ctx/mpi" \
-            && docker build -q --build-arg BASE="$base" -t "$tag" "$ctx" >/dev/null
+            && docker build -q "$build_weight" --build-arg BASE="$base" -t "$tag" "$ctx" >/dev/null
         local rc=$?
         rm -rf "$ctx"
         [ $rc -eq 0 ] || { echo "cluster: the node image did not build" >&2; return 1; }
@@ -113,7 +118,7 @@ src_node_image() {
         ctx=$(mktemp -d "$build/context.XXXXXX") || return 1
         local t0=$SECONDS
         (cd "$here" && cp "${src_node_files[@]}" "$ctx/") \
-            && docker build -q --build-arg BASE="$base" --build-arg BUILDER="$builder" -t "$tag" "$ctx" >/dev/null
+            && docker build -q "$build_weight" --build-arg BASE="$base" --build-arg BUILDER="$builder" -t "$tag" "$ctx" >/dev/null
         local rc=$?
         rm -rf "$ctx"
         [ $rc -eq 0 ] || { echo "cluster: the node image did not build" >&2; return 1; }

@@ -677,31 +677,24 @@ mod tests {
             ),
             Ok(Some(uuids.clone()))
         );
-        // Unknown UUIDs, numbers that may be either: told, not guessed.
-        let e = tokens_in_bus_order(
-            "CUDA_VISIBLE_DEVICES",
-            &v(&["0", "1", "2", "3"]),
-            &[0, 1, 2, 3],
-            &all,
-            &node,
-            || None,
-        )
-        .unwrap_err();
-        assert!(e.contains("list gres.conf's GPUs in bus order"), "{e}");
-        // Level Zero's mask is named in the warning (its cards have no UUIDs to read).
-        let e = tokens_in_bus_order(
-            "ZE_AFFINITY_MASK",
-            &v(&["0", "1", "2", "3"]),
-            &[0, 1, 2, 3],
-            &all,
-            &node,
-            || None,
-        )
-        .unwrap_err();
-        assert!(
-            e.contains("ZE_AFFINITY_MASK keeps Slurm's numbers (0,1,2,3)"),
-            "{e}"
-        );
+        // Unknown UUIDs, numbers that may be either: told, not guessed, naming the variable
+        // (Level Zero's mask too: its cards have no UUIDs to read).
+        for var in ["CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"] {
+            let e = tokens_in_bus_order(
+                var,
+                &v(&["0", "1", "2", "3"]),
+                &[0, 1, 2, 3],
+                &all,
+                &node,
+                || None,
+            )
+            .unwrap_err();
+            assert!(
+                e.contains("list gres.conf's GPUs in bus order")
+                    && e.contains(&format!("{var} keeps Slurm's numbers (0,1,2,3)")),
+                "{e}"
+            );
+        }
         // Under ConstrainDevices a step of Slurm's GPUs 1 and 2 (D and A) is numbered 0,1; CUDA
         // sees A and D, A first: D is CUDA's 1, A its 0.
         assert_eq!(

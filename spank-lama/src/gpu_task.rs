@@ -168,8 +168,9 @@ impl SlurmPerTask {
         }
     }
 
-    /// Whether the task may not open some GPU of the node outside the step (Slurm confines
-    /// the step's devices). A file whose access cannot be judged says nothing.
+    /// Whether the devices controller denies the task some GPU of the node outside the step
+    /// (Slurm confines the step's devices): `EPERM` from access(2), not a file's mode
+    /// ([`lama_hwloc::device_access`]). A file whose access cannot be judged says nothing.
     fn confined_to_step(&self, access: impl Fn(&std::path::Path) -> std::io::Result<bool>) -> bool {
         self.others
             .iter()

@@ -80,9 +80,9 @@ base_image() {
 }
 
 # Image builds yield the CPU to running clusters: a cold CI run builds the source-built Slurm
-# (make -j) while both docker suites run, and at the default weight the machine stalled for a
-# minute (kernel workqueues stuck for 54-63 s, slurmd missing SlurmdTimeout, the clusters' DNS
-# failing). --cpu-shares 128 is a cgroup CPU weight an eighth of a container's default.
+# (make -j) while both docker suites run. --cpu-shares 128 is a cgroup CPU weight an eighth of
+# a container's default. (A cold run once stalled for a minute while that image compiled; a
+# warm run, no image built, stalled the same way later: docs/testing.md, "The record".)
 build_weight="--cpu-shares=128"
 # The node image's build context: its files here and the MPI test program's sources.
 node_files=(Dockerfile entrypoint.sh slurm.conf cgroup.conf gres.conf mpi.conf topologies.txt

@@ -4,7 +4,7 @@
 //! found as the plugin finds it (NVIDIA's driver file, else DRM's render node) and judged by
 //! the devices controller without opening it ([`lama_hwloc::device_access`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What a task's node says of its GPU cards; the real files in use, a table in tests.
 pub trait CardFiles {
@@ -65,23 +65,17 @@ const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
 
 /// NVIDIA's driver file of the card at `bus`.
 fn information(fs: &dyn CardFiles, bus: &str) -> Option<String> {
-    fs.read(&Path::new(NVIDIA_GPUS).join(bus).join("information"))
+    fs.read(&lama_slurm::gpu::nvidia_information(bus))
 }
 
-/// The device file of the card at `bus`: `/dev/nvidiaN` (N its Device Minor), else its DRM
-/// render node.
+/// The device file of the card at `bus`, found as the plugin finds it: `/dev/nvidiaN` (N its
+/// Device Minor), else its first DRM render node ([`lama_slurm::gpu::card_device_files`]).
 pub fn device_file(fs: &dyn CardFiles, bus: &str) -> Option<String> {
-    if let Some(text) = information(fs, bus) {
-        let minor = lama_slurm::gpu::information_value(&text, "Device Minor")?;
-        return minor.parse::<u32>().ok().map(|m| format!("/dev/nvidia{m}"));
-    }
-    let mut render: Vec<String> = fs
-        .list(&PathBuf::from(format!("/sys/bus/pci/devices/{bus}/drm")))
+    let missing = || std::io::Error::from(std::io::ErrorKind::NotFound);
+    lama_slurm::gpu::card_device_files(bus, |p| fs.read(p).ok_or_else(missing), |p| Ok(fs.list(p)))
+        .ok()?
         .into_iter()
-        .filter(|n| n.starts_with("renderD"))
-        .collect();
-    render.sort();
-    render.first().map(|n| format!("/dev/dri/{n}"))
+        .next()
 }
 
 /// The task's cards (`buses`, from `LAMA_GPU_BUS_IDS`) and, for NVIDIA, the card CUDA opens

@@ -354,6 +354,51 @@ pub fn is_bus_id(name: &str) -> bool {
     matches!(parts.as_slice(), [d, b, s, f] if hex(d, 4) && hex(b, 2) && hex(s, 2) && hex(f, 1))
 }
 
+/// NVIDIA's driver file of the card at `bus`: `/proc/driver/nvidia/gpus/<bus>/information`.
+pub fn nvidia_information(bus: &str) -> std::path::PathBuf {
+    std::path::Path::new("/proc/driver/nvidia/gpus")
+        .join(bus.to_ascii_lowercase())
+        .join("information")
+}
+
+/// The device files of the card at `bus`, found by detection as its driver names them:
+/// `/dev/nvidia<Device Minor>` where NVIDIA's driver file is there, else the card's DRM render
+/// nodes (`/dev/dri/renderD*`, from `/sys/bus/pci/devices/<bus>/drm`), sorted. `read` and
+/// `list` read the node's files, as the caller sees them (root in slurmstepd, or a task).
+pub fn card_device_files(
+    bus: &str,
+    read: impl Fn(&std::path::Path) -> std::io::Result<String>,
+    list: impl Fn(&std::path::Path) -> std::io::Result<Vec<String>>,
+) -> Result<Vec<String>, String> {
+    let bus = bus.to_ascii_lowercase();
+    let info = nvidia_information(&bus);
+    if let Ok(text) = read(&info) {
+        let minor = information_value(&text, "Device Minor").and_then(|v| v.parse::<u32>().ok());
+        let minor = minor.ok_or_else(|| format!("{} has no Device Minor", info.display()))?;
+        return Ok(vec![format!("/dev/nvidia{minor}")]);
+    }
+    let drm = std::path::PathBuf::from(format!("/sys/bus/pci/devices/{bus}/drm"));
+    let mut render: Vec<String> = list(&drm)
+        .map_err(|e| {
+            format!(
+                "the card at {bus} is not NVIDIA's and {}: {e}",
+                drm.display()
+            )
+        })?
+        .into_iter()
+        .filter(|n| n.starts_with("renderD"))
+        .map(|n| format!("/dev/dri/{n}"))
+        .collect();
+    render.sort();
+    if render.is_empty() {
+        return Err(format!(
+            "the card at {bus} has no render node in {}",
+            drm.display()
+        ));
+    }
+    Ok(render)
+}
+
 /// The value of `key` in the `Key: value` lines of NVIDIA's driver file of a card
 /// (`/proc/driver/nvidia/gpus/<bus>/information`: `Device Minor`, `GPU UUID`).
 pub fn information_value<'t>(text: &'t str, key: &str) -> Option<&'t str> {

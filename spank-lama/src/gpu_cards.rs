@@ -12,7 +12,7 @@
 //! read. A file that names no card refuses the step ([`step_cards`]): the plugin never guesses
 //! which card a GPU is.
 
-use lama_slurm::gpu::{information_value, is_bus_id};
+use lama_slurm::gpu::{information_value, is_bus_id, nvidia_information};
 use lama_slurm::gres_conf::{gpu_numbering, GpuNumbering};
 use std::path::{Path, PathBuf};
 
@@ -55,13 +55,6 @@ impl NodeFiles for RealFiles {
     fn resolve(&self, path: &Path) -> std::io::Result<PathBuf> {
         std::fs::canonicalize(path)
     }
-}
-
-/// NVIDIA's driver file of the card at `bus`: `/proc/driver/nvidia/gpus/<bus>/information`.
-fn nvidia_information(bus: &str) -> PathBuf {
-    Path::new("/proc/driver/nvidia/gpus")
-        .join(bus.to_ascii_lowercase())
-        .join("information")
 }
 
 /// The PCI bus id (lower case) of the card behind one device file.
@@ -360,36 +353,10 @@ pub fn cards_files(fs: &dyn NodeFiles, buses: &[&str]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The device file of the card at `bus`, found by detection: NVIDIA's, else DRM's render node.
+/// The device file of the card at `bus`, found by detection: NVIDIA's, else DRM's render node
+/// ([`lama_slurm::gpu::card_device_files`]).
 fn files_of_card(fs: &dyn NodeFiles, bus: &str) -> Result<Vec<String>, String> {
-    let bus = bus.to_ascii_lowercase();
-    let info = nvidia_information(&bus);
-    if let Ok(text) = fs.read(&info) {
-        let minor = information_value(&text, "Device Minor").and_then(|v| v.parse::<u32>().ok());
-        let minor = minor.ok_or_else(|| format!("{} has no Device Minor", info.display()))?;
-        return Ok(vec![format!("/dev/nvidia{minor}")]);
-    }
-    let drm = PathBuf::from(format!("/sys/bus/pci/devices/{bus}/drm"));
-    let mut render: Vec<String> = fs
-        .list(&drm)
-        .map_err(|e| {
-            format!(
-                "the card at {bus} is not NVIDIA's and {}: {e}",
-                drm.display()
-            )
-        })?
-        .into_iter()
-        .filter(|n| n.starts_with("renderD"))
-        .map(|n| format!("/dev/dri/{n}"))
-        .collect();
-    render.sort();
-    if render.is_empty() {
-        return Err(format!(
-            "the card at {bus} has no render node in {}",
-            drm.display()
-        ));
-    }
-    Ok(render)
+    lama_slurm::gpu::card_device_files(bus, |p| fs.read(p), |p| fs.list(p))
 }
 
 #[cfg(test)]
